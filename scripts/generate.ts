@@ -173,7 +173,7 @@ export async function buildGenerated(): Promise<Files> {
     for (const [rel, text] of emitted) {
       if (rel.startsWith("json-schema/")) out.set(rel, withJsonHeader(JSON.parse(text) as Json));
     }
-    const ast = await openapiTS(structuredClone(openapi) as Parameters<typeof openapiTS>[0], { alphabetize: false });
+    const ast = await openapiTS(structuredClone(openapi) as unknown as Parameters<typeof openapiTS>[0], { alphabetize: false });
     out.set("types/api.ts", tsHeader + astToString(ast));
   } finally {
     await rm(tspOut, { recursive: true, force: true });

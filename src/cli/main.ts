@@ -1,0 +1,4 @@
+#!/usr/bin/env node
+import { runCli } from "./program.js";
+
+await runCli(process.argv);

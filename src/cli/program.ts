@@ -1,0 +1,32 @@
+// The `partner-platform` command. Each subcommand lives in its own module under src/cli/.
+import { Command, CommanderError } from "commander";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { packageRoot } from "../paths.js";
+
+const { version } = JSON.parse(readFileSync(path.join(packageRoot, "package.json"), "utf8")) as { version: string };
+
+export function createProgram(): Command {
+  const program = new Command("partner-platform")
+    .description("Partner Platform v4: mock, webhook tools, reference server and conformance suite.")
+    .version(version)
+    .showHelpAfterError("(run with --help for usage)");
+  // Subcommands are registered here, one line each.
+  return program;
+}
+
+/** Runs the CLI; a usage error or a thrown error prints one line and exits non-zero. */
+export async function runCli(argv: string[]): Promise<void> {
+  const program = createProgram().exitOverride();
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      process.exitCode = error.exitCode;
+      return;
+    }
+    process.stderr.write(`partner-platform: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  }
+}
+

@@ -1,0 +1,45 @@
+// Typed webhook events: the discriminated union over `event`, and parsing of a delivery body.
+import type { components } from "../../generated/types/api.js";
+import { describeSchemaErrors, eventSchemaName, validatorFor, type EventName } from "../spec.js";
+import type { Payload } from "../signing.js";
+
+/** Any of the eight events; `switch (event.event)` narrows `data`. */
+export type WebhookEvent = components["schemas"]["WebhookEvent"];
+
+/** The envelope of one event, e.g. `EventOf<"lead.created">`. */
+export type EventOf<N extends EventName> = Extract<WebhookEvent, { event: N }>;
+
+export type ParseEventResult =
+  | { ok: true; event: WebhookEvent }
+  | {
+      ok: false;
+      /** One sentence: what is wrong. */
+      error: string;
+      /** Each schema violation as `pointer: message`. */
+      issues: string[];
+    };
+
+/**
+ * Parses a delivery body (verify its signature first, on these same bytes) and validates it
+ * against the event's JSON Schema. Never throws.
+ */
+export function parseEvent(rawBody: Payload): ParseEventResult {
+  const text = typeof rawBody === "string" ? rawBody : Buffer.from(rawBody).toString("utf8");
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, error: `The body is not JSON: ${(error as Error).message}`, issues: [] };
+  }
+  const validate = validatorFor("WebhookEvent");
+  if (validate(value)) return { ok: true, event: value as WebhookEvent };
+  const name = (value as { event?: unknown } | null)?.event;
+  // The union reports every branch; the branch named by `event` tells what is actually wrong.
+  const known = typeof name === "string" && (validatorFor("EventName")(name) as boolean);
+  const branch = known ? validatorFor(eventSchemaName(name as EventName)) : undefined;
+  if (branch) branch(value);
+  const issues = describeSchemaErrors(branch ? branch.errors : validate.errors);
+  const what = known ? `a valid ${String(name)} event` : "an event: `event` is not one of the eight event names";
+  return { ok: false, error: `The body is not ${what}.`, issues };
+}
+
