@@ -8,6 +8,7 @@ import { pathToFileURL } from "node:url";
 import { compile, formatDiagnostic, NodeHost, resolveCompilerOptions } from "@typespec/compiler";
 import openapiTS, { astToString } from "openapi-typescript";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { specHash } from "../src/spec-hash.js";
 
 const root = path.resolve(import.meta.dirname, "..");
 const specDir = path.join(root, "spec");
@@ -173,6 +174,7 @@ export async function buildGenerated(): Promise<Files> {
     for (const [rel, text] of emitted) {
       if (rel.startsWith("json-schema/")) out.set(rel, withJsonHeader(JSON.parse(text) as Json));
     }
+    out.set("manifest.json", withJsonHeader({ specSha256: specHash(specDir) }));
     const ast = await openapiTS(structuredClone(openapi) as unknown as Parameters<typeof openapiTS>[0], { alphabetize: false });
     out.set("types/api.ts", tsHeader + astToString(ast));
   } finally {
