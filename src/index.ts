@@ -1,5 +1,12 @@
 // Public entry point of the partner-platform package.
-export { createPartnerClient, type PartnerClient, type PartnerClientOptions } from "./client/index.js";
+export {
+  createPartnerClient,
+  TokenRequestError,
+  type PartnerClient,
+  type PartnerClientOptions,
+  type Problem,
+  type Scope,
+} from "./client/index.js";
 export { parseEvent, type ParseEventResult, type WebhookEvent, type EventOf } from "./events/index.js";
 export { signPayload, verifySignature, type Payload, type VerifyResult, type VerifyFailure } from "./signing.js";
 export { loadDeliveryRules, eventNames, type DeliveryRules, type EventName } from "./spec.js";

@@ -330,6 +330,20 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        /** @description Successful token response body (RFC 6749 section 5.1). */
+        AccessToken: {
+            /** @description The bearer token to send as `Authorization: Bearer <access_token>`. */
+            access_token: string;
+            /** @enum {string} */
+            token_type: "Bearer";
+            /**
+             * Format: int32
+             * @description Lifetime in seconds: 3600.
+             */
+            expires_in: number;
+            /** @description Space-separated scopes granted. */
+            scope: string;
+        };
         /** @description Data of `booking.cancelled`: either party cancelled an appointment. */
         BookingCancelledData: {
             bookingID: components["schemas"]["BookingId"];
@@ -718,19 +732,6 @@ export interface components {
          * @enum {string}
          */
         OAuthErrorCode: "invalid_request" | "invalid_client" | "invalid_grant" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope";
-        "PartnerPlatformHttp.AccessToken": {
-            /** @description The bearer token to send as `Authorization: Bearer <access_token>`. */
-            access_token: string;
-            /** @enum {string} */
-            token_type: "Bearer";
-            /**
-             * Format: int32
-             * @description Lifetime in seconds: 3600.
-             */
-            expires_in: number;
-            /** @description Space-separated scopes granted. */
-            scope: string;
-        };
         /**
          * @description Identifier of a payment.
          * @example 8800001
@@ -1264,7 +1265,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PartnerPlatformHttp.AccessToken"];
+                    "application/json": components["schemas"]["AccessToken"];
                 };
             };
             /** @description 400: invalid_request, unsupported_grant_type, invalid_scope or unauthorized_client. */
