@@ -506,6 +506,13 @@ export interface components {
             /** @description What is wrong with it. */
             detail: string;
         };
+        /** @description 403 `insufficient-scope`. */
+        InsufficientScopeProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:insufficient-scope";
+            /** @enum {number} */
+            status: 403;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /** @description Data of `lead.created` (source document, section 2.4). */
         LeadCreatedData: {
             leadID: components["schemas"]["LeadId"];
@@ -651,6 +658,13 @@ export interface components {
             state: components["schemas"]["StateCode"];
             zip: components["schemas"]["ZipCode"];
         };
+        /** @description 400 `malformed-request`. */
+        MalformedRequestProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:malformed-request";
+            /** @enum {number} */
+            status: 400;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /**
          * @description Identifier of a message.
          * @example 5500001
@@ -715,6 +729,13 @@ export interface components {
             /** @description ISO 4217 currency code. */
             currency: string;
         };
+        /** @description 404 `not-found`. */
+        NotFoundProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:not-found";
+            /** @enum {number} */
+            status: 404;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /**
          * @description A numeric identifier carried as a string (source document, sections 2.1 and 2.2).
          * @example 1048576
@@ -732,6 +753,13 @@ export interface components {
          * @enum {string}
          */
         OAuthErrorCode: "invalid_request" | "invalid_client" | "invalid_grant" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope";
+        /** @description 413 `payload-too-large`. */
+        PayloadTooLargeProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:payload-too-large";
+            /** @enum {number} */
+            status: 413;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /**
          * @description Identifier of a payment.
          * @example 8800001
@@ -805,6 +833,13 @@ export interface components {
          * @enum {string}
          */
         ProblemType: "urn:partner-platform:problem:malformed-request" | "urn:partner-platform:problem:unauthenticated" | "urn:partner-platform:problem:insufficient-scope" | "urn:partner-platform:problem:not-found" | "urn:partner-platform:problem:payload-too-large" | "urn:partner-platform:problem:unsupported-media-type" | "urn:partner-platform:problem:validation-failed" | "urn:partner-platform:problem:rate-limited";
+        /** @description 429 `rate-limited`. */
+        RateLimitedProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:rate-limited";
+            /** @enum {number} */
+            status: 429;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /**
          * @description Identifier of a service request.
          * @example 90000001
@@ -910,12 +945,33 @@ export interface components {
             /** @description Space-separated scopes, e.g. `demand::search demand::request`. Defaults to every scope the client is allowed. */
             scope?: string;
         };
+        /** @description 401 `unauthenticated`. */
+        UnauthenticatedProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:unauthenticated";
+            /** @enum {number} */
+            status: 401;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
+        /** @description 415 `unsupported-media-type`. */
+        UnsupportedMediaTypeProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:unsupported-media-type";
+            /** @enum {number} */
+            status: 415;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /**
          * Format: date-time
          * @description An ISO 8601 date-time in UTC, always written with the `Z` designator.
          * @example 2026-11-22T14:03:00Z
          */
         UtcTimestamp: string;
+        /** @description 422 `validation-failed`. */
+        ValidationProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:validation-failed";
+            /** @enum {number} */
+            status: 422;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /** @description A registered webhook. The secret is never returned. */
         Webhook: {
             webhookID: components["schemas"]["WebhookId"];
@@ -998,7 +1054,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["MalformedRequestProblem"];
                 };
             };
             /** @description 401: missing, unknown, forged or expired access token. */
@@ -1009,7 +1065,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["UnauthenticatedProblem"];
                 };
             };
             /** @description 403: the token lacks the required scope. */
@@ -1020,7 +1076,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["InsufficientScopeProblem"];
                 };
             };
             /** @description 429: rate limit exceeded. */
@@ -1031,7 +1087,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["RateLimitedProblem"];
                 };
             };
         };
@@ -1066,7 +1122,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["MalformedRequestProblem"];
                 };
             };
             /** @description 401: missing, unknown, forged or expired access token. */
@@ -1077,7 +1133,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["UnauthenticatedProblem"];
                 };
             };
             /** @description 403: the token lacks the required scope. */
@@ -1088,7 +1144,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["InsufficientScopeProblem"];
                 };
             };
             /** @description 404: a resource named in the request does not exist. */
@@ -1097,7 +1153,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["NotFoundProblem"];
                 };
             };
             /** @description 413: the body exceeds 64 KiB. */
@@ -1106,7 +1162,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PayloadTooLargeProblem"];
                 };
             };
             /** @description 415: the body is not JSON. */
@@ -1115,7 +1171,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["UnsupportedMediaTypeProblem"];
                 };
             };
             /** @description 422: the body violates the schema; `errors` names each failing field. */
@@ -1124,7 +1180,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["ValidationProblem"];
                 };
             };
             /** @description 429: rate limit exceeded. */
@@ -1135,7 +1191,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["RateLimitedProblem"];
                 };
             };
         };
@@ -1170,7 +1226,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["MalformedRequestProblem"];
                 };
             };
             /** @description 401: missing, unknown, forged or expired access token. */
@@ -1181,7 +1237,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["UnauthenticatedProblem"];
                 };
             };
             /** @description 403: the token lacks the required scope. */
@@ -1192,7 +1248,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["InsufficientScopeProblem"];
                 };
             };
             /** @description 404: a resource named in the request does not exist. */
@@ -1201,7 +1257,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["NotFoundProblem"];
                 };
             };
             /** @description 413: the body exceeds 64 KiB. */
@@ -1210,7 +1266,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PayloadTooLargeProblem"];
                 };
             };
             /** @description 415: the body is not JSON. */
@@ -1219,7 +1275,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["UnsupportedMediaTypeProblem"];
                 };
             };
             /** @description 422: the body violates the schema; `errors` names each failing field. */
@@ -1228,7 +1284,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["ValidationProblem"];
                 };
             };
             /** @description 429: rate limit exceeded. */
@@ -1239,7 +1295,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["RateLimitedProblem"];
                 };
             };
         };
@@ -1296,7 +1352,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["RateLimitedProblem"];
                 };
             };
         };
@@ -1558,3 +1614,6 @@ export interface operations {
         };
     };
 }
+type WithRequired<T, K extends keyof T> = T & {
+    [P in K]-?: T[P];
+};
