@@ -183,7 +183,7 @@ export async function buildGenerated(): Promise<Files> {
   return out;
 }
 
-async function readGenerated(): Promise<Files> {
+export async function readGenerated(): Promise<Files> {
   const files: Files = new Map();
   let tree: Files;
   try {
