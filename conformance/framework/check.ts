@@ -1,0 +1,127 @@
+// The check model of the certification suites: each check is small, named by what it asserts
+// (kebab-case id), cites the section of the source document it enforces, and fails with
+// {expected, actual}.
+import { isDeepStrictEqual } from "node:util";
+
+export interface Check<Ctx> {
+  /** Kebab-case, says what is asserted: `retry-waits-follow-schedule`. */
+  id: string;
+  /** Section of the source document (and decision) enforced, e.g. "§5.3, D2". */
+  section: string;
+  /** One sentence: what a passing implementation does. */
+  title: string;
+  run(ctx: Ctx): Promise<void>;
+}
+
+const KEBAB = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+
+export function defineCheck<Ctx>(check: Check<Ctx>): Check<Ctx> {
+  if (!KEBAB.test(check.id)) throw new Error(`check id must be kebab-case: ${check.id}`);
+  return check;
+}
+
+/** A check's assertion did not hold. */
+export class CheckFailed extends Error {
+  override readonly name = "CheckFailed";
+  constructor(
+    message: string,
+    readonly expected: unknown,
+    readonly actual: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export function expectThat(condition: boolean, message: string, expected: unknown, actual: unknown): asserts condition {
+  if (!condition) throw new CheckFailed(message, expected, actual);
+}
+
+export function expectEqual(actual: unknown, expected: unknown, message: string): void {
+  if (!isDeepStrictEqual(actual, expected)) throw new CheckFailed(message, expected, actual);
+}
+
+export type CheckStatus = "passed" | "failed" | "skipped";
+
+export interface CheckResult {
+  id: string;
+  section: string;
+  title: string;
+  status: CheckStatus;
+  durationMs: number;
+  /** Why it failed (or was skipped). */
+  message?: string;
+  expected?: unknown;
+  actual?: unknown;
+}
+
+export interface SuiteReport {
+  suite: string;
+  /** What was certified, e.g. a base URL. */
+  target: string;
+  startedAt: string;
+  durationMs: number;
+  results: CheckResult[];
+  /** Every check that ran passed (skipped ones were asked to be skipped). */
+  passed: boolean;
+}
+
+export interface RunOptions {
+  /** Run only these check ids. */
+  only?: readonly string[];
+  /** Skip these check ids. */
+  skip?: readonly string[];
+  /** Called after each check, e.g. to print a row. */
+  onResult?: (result: CheckResult) => void;
+}
+
+/** Ids in `only`/`skip` must name checks of the suite: a typo must not silently run nothing. */
+function assertKnownIds(checks: readonly Check<unknown>[], ids: readonly string[] | undefined, flag: string): void {
+  const known = new Set(checks.map((c) => c.id));
+  const unknown = (ids ?? []).filter((id) => !known.has(id));
+  if (unknown.length > 0) throw new Error(`${flag} names unknown check(s): ${unknown.join(", ")}`);
+}
+
+/** Runs checks in order. An unexpected exception fails that check (with its message), not the run. */
+export async function runChecks<Ctx>(
+  suite: string,
+  target: string,
+  checks: readonly Check<Ctx>[],
+  ctx: Ctx,
+  options: RunOptions = {},
+): Promise<SuiteReport> {
+  assertKnownIds(checks as readonly Check<unknown>[], options.only, "--only");
+  assertKnownIds(checks as readonly Check<unknown>[], options.skip, "--skip");
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const results: CheckResult[] = [];
+  for (const check of checks) {
+    const base = { id: check.id, section: check.section, title: check.title };
+    const selected = (!options.only?.length || options.only.includes(check.id)) && !options.skip?.includes(check.id);
+    let result: CheckResult;
+    if (!selected) {
+      result = { ...base, status: "skipped", durationMs: 0, message: "not selected" };
+    } else {
+      const t0 = performance.now();
+      try {
+        await check.run(ctx);
+        result = { ...base, status: "passed", durationMs: performance.now() - t0 };
+      } catch (error) {
+        const durationMs = performance.now() - t0;
+        result =
+          error instanceof CheckFailed
+            ? { ...base, status: "failed", durationMs, message: error.message, expected: error.expected, actual: error.actual }
+            : { ...base, status: "failed", durationMs, message: `unexpected error: ${(error as Error)?.message ?? String(error)}` };
+      }
+    }
+    results.push(result);
+    options.onResult?.(result);
+  }
+  return {
+    suite,
+    target,
+    startedAt,
+    durationMs: performance.now() - started,
+    results,
+    passed: results.every((r) => r.status !== "failed"),
+  };
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import { defineCheck, expectEqual, runChecks } from "../../conformance/framework/check.js";
+import { compareWithExpected } from "../../conformance/framework/expected-failures.js";
+import { formatResult, formatSummary, toJUnitXml } from "../../conformance/framework/report.js";
+
+const checks = [
+  defineCheck<{ value: number }>({
+    id: "value-is-one",
+    section: "§0",
+    title: "The value is 1.",
+    run: async (ctx) => expectEqual(ctx.value, 1, "value differs"),
+  }),
+  defineCheck<{ value: number }>({
+    id: "value-is-two",
+    section: "§0",
+    title: "The value is 2.",
+    run: async (ctx) => expectEqual(ctx.value, 2, "value differs"),
+  }),
+  defineCheck<{ value: number }>({
+    id: "never-throws",
+    section: "§0",
+    title: "Nothing throws.",
+    run: async () => {
+      throw new TypeError("boom <&>");
+    },
+  }),
+];
+
+describe("conformance framework", () => {
+  it("rejects a check id that is not kebab-case", () => {
+    expect(() => defineCheck({ id: "Not_Kebab", section: "", title: "", run: async () => {} })).toThrow(/kebab-case/);
+  });
+
+  it("runs checks, records expected/actual, and turns unexpected errors into failures", async () => {
+    const report = await runChecks("demo", "memory", checks, { value: 1 });
+    expect(report.passed).toBe(false);
+    expect(report.results.map((r) => [r.id, r.status])).toEqual([
+      ["value-is-one", "passed"],
+      ["value-is-two", "failed"],
+      ["never-throws", "failed"],
+    ]);
+    expect(report.results[1]).toMatchObject({ expected: 2, actual: 1, message: "value differs" });
+    expect(report.results[2]!.message).toBe("unexpected error: boom <&>");
+    expect(formatResult(report.results[1]!)).toContain("expected: 2");
+    expect(formatSummary(report)).toMatch(/^NOT CERTIFIED: demo suite against memory: 1 passed, 2 failed, 0 skipped/);
+  });
+
+  it("honours --only and --skip, and refuses ids it does not know", async () => {
+    const report = await runChecks("demo", "memory", checks, { value: 1 }, { skip: ["value-is-two", "never-throws"] });
+    expect(report.passed).toBe(true);
+    expect(report.results.map((r) => r.status)).toEqual(["passed", "skipped", "skipped"]);
+    await expect(runChecks("demo", "memory", checks, { value: 1 }, { only: ["value-is-3"] })).rejects.toThrow(
+      "--only names unknown check(s): value-is-3",
+    );
+  });
+
+  it("writes JUnit XML with one test case per check, failures escaped", async () => {
+    const xml = toJUnitXml(await runChecks("demo", "memory", checks, { value: 1 }));
+    expect(xml).toContain('tests="3"');
+    expect(xml).toContain('failures="2"');
+    expect(xml).toContain('name="value-is-two (§0)"');
+    expect(xml).toContain(`message="unexpected error: boom &lt;&amp;>"`);
+  });
+
+  it("compares failures with an expected-failures entry both ways", async () => {
+    const report = await runChecks("demo", "memory", checks, { value: 1 });
+    expect(compareWithExpected(report, ["value-is-two", "never-throws"])).toEqual({ unexpected: [], stale: [] });
+    expect(compareWithExpected(report, ["value-is-one", "value-is-two"])).toEqual({
+      unexpected: ["never-throws"],
+      stale: ["value-is-one"],
+    });
+  });
+});
