@@ -1,0 +1,59 @@
+// An SMTP server that accepts and keeps every message: where an implementation under test sends the
+// "webhook disabled" e-mail.
+import { EventEmitter } from "node:events";
+import { waitUntil } from "./wait.js";
+import type { AddressInfo } from "node:net";
+import { SMTPServer } from "smtp-server";
+
+export interface CapturedMail {
+  from: string;
+  to: string[];
+  /** The whole message as received (headers and body). */
+  raw: string;
+  receivedAt: number;
+}
+
+export interface SmtpSink {
+  /** `smtp://127.0.0.1:PORT`, for an implementation's SMTP_URL. */
+  url: string;
+  readonly messages: readonly CapturedMail[];
+  /** Resolves when `predicate` holds, re-checked on every message; rejects after `timeoutMs`. */
+  waitFor(predicate: (messages: readonly CapturedMail[]) => boolean, timeoutMs: number, what: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startSmtpSink(host = "127.0.0.1"): Promise<SmtpSink> {
+  const messages: CapturedMail[] = [];
+  const arrivals = new EventEmitter();
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS"],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("end", () => {
+        const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : "";
+        messages.push({
+          from,
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw: Buffer.concat(chunks).toString("utf8"),
+          receivedAt: performance.now(),
+        });
+        arrivals.emit("message");
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, host, () => resolve());
+  });
+  const { port } = server.server.address() as AddressInfo;
+  return {
+    url: `smtp://${host}:${port}`,
+    messages,
+    waitFor: (predicate, timeoutMs, what) => waitUntil(arrivals, "message", () => predicate(messages), timeoutMs, what),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
