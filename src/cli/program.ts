@@ -3,6 +3,7 @@ import { Command, CommanderError } from "commander";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { packageRoot } from "../paths.js";
+import { certifyCommand } from "./certify.js";
 
 const { version } = JSON.parse(readFileSync(path.join(packageRoot, "package.json"), "utf8")) as { version: string };
 
@@ -12,6 +13,7 @@ export function createProgram(): Command {
     .version(version)
     .showHelpAfterError("(run with --help for usage)");
   // Subcommands are registered here, one line each.
+  program.addCommand(certifyCommand());
   return program;
 }
 
