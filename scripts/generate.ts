@@ -25,11 +25,12 @@ type Json = Record<string, unknown>;
 
 /** Compiles spec/main.tsp with warnings as errors into a temporary folder and returns that folder. */
 async function compileTypeSpec(entrypoint: string): Promise<string> {
+  const configPath = path.join(path.dirname(entrypoint), "tspconfig.yaml");
   const outputDir = await mkdtemp(path.join(tmpdir(), "partner-platform-tsp-"));
   const [options, configDiagnostics] = await resolveCompilerOptions(NodeHost, {
     cwd: root,
     entrypoint,
-    configPath: path.join(specDir, "tspconfig.yaml"),
+    configPath,
     overrides: { outputDir, warnAsError: true },
   });
   const program = await compile(NodeHost, entrypoint, options);
@@ -150,6 +151,11 @@ function toYaml(doc: unknown): string {
   return yamlHeader + stringifyYaml(doc, { lineWidth: 0 });
 }
 
+async function typesOf(openapi: Json): Promise<string> {
+  const ast = await openapiTS(structuredClone(openapi) as unknown as Parameters<typeof openapiTS>[0], { alphabetize: false });
+  return tsHeader + astToString(ast);
+}
+
 /** Everything generated/ should hold (but the folders in `notOwned`), by relative path. */
 export async function buildGenerated(): Promise<Files> {
   const out: Files = new Map();
@@ -175,10 +181,17 @@ export async function buildGenerated(): Promise<Files> {
       if (rel.startsWith("json-schema/")) out.set(rel, withJsonHeader(JSON.parse(text) as Json));
     }
     out.set("manifest.json", withJsonHeader({ specSha256: specHash(specDir) }));
-    const ast = await openapiTS(structuredClone(openapi) as unknown as Parameters<typeof openapiTS>[0], { alphabetize: false });
-    out.set("types/api.ts", tsHeader + astToString(ast));
+    out.set("types/api.ts", await typesOf(openapi));
   } finally {
     await rm(tspOut, { recursive: true, force: true });
+  }
+  const controlOut = await compileTypeSpec(path.join(specDir, "control", "main.tsp"));
+  try {
+    const control = parseYaml(await readFile(path.join(controlOut, "openapi/openapi.yaml"), "utf8")) as Json;
+    out.set("control/openapi.yaml", toYaml(control));
+    out.set("types/control.ts", await typesOf(control));
+  } finally {
+    await rm(controlOut, { recursive: true, force: true });
   }
   return out;
 }

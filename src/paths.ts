@@ -19,5 +19,6 @@ export const specPaths = {
   asyncapi: path.join(packageRoot, "spec", "asyncapi.yaml"),
   openapi: path.join(packageRoot, "generated", "openapi", "openapi.yaml"),
   openapi30: path.join(packageRoot, "generated", "openapi", "openapi-3.0.yaml"),
+  controlOpenapi: path.join(packageRoot, "generated", "control", "openapi.yaml"),
   jsonSchemaDir: path.join(packageRoot, "generated", "json-schema"),
 } as const;

@@ -9,16 +9,7 @@ import { specPaths } from "../../src/paths.js";
 import { eventNames, eventSchemaName, validatorFor } from "../../src/spec.js";
 
 type Json = Record<string, any>;
-const openapi = parseYaml(readFileSync(specPaths.openapi, "utf8")) as Json;
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
-// OpenAPI keywords (discriminator, format int32) are not JSON Schema vocabulary: not strict.
-const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
-ajv.addSchema({ ...openapi, $id: "openapi" });
-
-function validatorOf(schema: Json) {
-  const ref = typeof schema.$ref === "string" ? `openapi${schema.$ref}` : undefined;
-  return ref ? ajv.getSchema(ref)! : ajv.compile({ ...schema, $defs: undefined });
-}
 
 interface ExampleCase {
   where: string;
@@ -26,88 +17,102 @@ interface ExampleCase {
   value: unknown;
 }
 
-const operations = Object.entries(openapi.paths as Json).flatMap(([route, item]) =>
-  Object.entries(item as Json).map(([method, op]) => ({ route, method, op: op as Json })),
-);
+function describeExamples(name: string, file: string, partnerApi: boolean): void {
+  const openapi = parseYaml(readFileSync(file, "utf8")) as Json;
+  // OpenAPI keywords (discriminator, format int32) are not JSON Schema vocabulary: not strict.
+  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
+  ajv.addSchema({ ...openapi, $id: "openapi" });
+  const validatorOf = (schema: Json) =>
+    typeof schema.$ref === "string" ? ajv.getSchema(`openapi${schema.$ref}`)! : ajv.compile(schema);
 
-function requestExamples(op: Json): Map<string, { schema: Json; value: unknown }> {
-  const out = new Map<string, { schema: Json; value: unknown }>();
-  for (const media of Object.values((op.requestBody?.content ?? {}) as Json)) {
-    for (const [name, example] of Object.entries((media.examples ?? {}) as Json)) {
-      out.set(name, { schema: media.schema, value: example.value });
-    }
-  }
-  return out;
-}
 
-function responseExamples(op: Json): { status: string; name: string; schema: Json; value: any }[] {
-  return Object.entries(op.responses as Json).flatMap(([status, response]) =>
-    Object.values(((response as Json).content ?? {}) as Json).flatMap((media) =>
-      Object.entries((media.examples ?? {}) as Json).map(([name, example]) => ({
-        status,
-        name,
-        schema: media.schema,
-        value: example.value,
-      })),
-    ),
+  const operations = Object.entries(openapi.paths as Json).flatMap(([route, item]) =>
+    Object.entries(item as Json).map(([method, op]) => ({ route, method, op: op as Json })),
   );
-}
 
-const cases: ExampleCase[] = [];
-for (const { route, method, op } of operations) {
-  const requests = requestExamples(op);
-  for (const r of responseExamples(op)) {
-    cases.push({ where: `${method.toUpperCase()} ${route} ${r.status} ${r.name} (response)`, ...r });
-    const request = requests.get(r.name);
-    // A 422 example carries the invalid request that causes it; it is checked separately below.
-    if (request && r.status !== "422") {
-      cases.push({ where: `${method.toUpperCase()} ${route} ${r.name} (request)`, ...request });
-    }
-  }
-}
-for (const [name, schema] of Object.entries(openapi.components.schemas as Json)) {
-  for (const [i, value] of ((schema.examples ?? []) as unknown[]).entries()) {
-    cases.push({ where: `components.schemas.${name}.examples[${i}]`, schema: { $ref: `#/components/schemas/${name}` }, value });
-  }
-}
-
-describe("examples in the spec", () => {
-  it("cover a success and every declared error of every operation", () => {
-    for (const { route, method, op } of operations) {
-      const withExamples = new Set(responseExamples(op).map((r) => r.status));
-      expect([...withExamples].sort(), `${method} ${route}`).toEqual(Object.keys(op.responses).sort());
-    }
-  });
-
-  it.each(cases.map((c) => [c.where, c] as const))("%s validates against its schema", (_where, c) => {
-    const validate = validatorOf(c.schema);
-    expect(validate(c.value), JSON.stringify(validate.errors)).toBe(true);
-  });
-
-  it("give problems whose status is the response's status", () => {
-    for (const { op } of operations) {
-      for (const r of responseExamples(op).filter((r) => r.status.startsWith("4") && r.value.status !== undefined)) {
-        expect(r.value.status, r.name).toBe(Number(r.status));
+  function requestExamples(op: Json): Map<string, { schema: Json; value: unknown }> {
+    const out = new Map<string, { schema: Json; value: unknown }>();
+    for (const media of Object.values((op.requestBody?.content ?? {}) as Json)) {
+      for (const [name, example] of Object.entries((media.examples ?? {}) as Json)) {
+        out.set(name, { schema: media.schema, value: example.value });
       }
     }
-  });
+    return out;
+  }
 
-  it("make each 422 example's request fail exactly at the pointers its problem lists", () => {
-    let checked = 0;
-    for (const { route, op } of operations) {
-      const requests = requestExamples(op);
-      for (const r of responseExamples(op).filter((r) => r.status === "422")) {
-        const request = requests.get(r.name)!;
-        const validate = validatorOf(request.schema);
-        expect(validate(request.value), `${route} ${r.name} request should be invalid`).toBe(false);
-        const failing = new Set(validate.errors!.map((e) => e.instancePath));
-        expect([...failing].sort()).toEqual(r.value.errors.map((e: { pointer: string }) => e.pointer).sort());
-        checked++;
+  function responseExamples(op: Json): { status: string; name: string; schema: Json; value: any }[] {
+    return Object.entries(op.responses as Json).flatMap(([status, response]) =>
+      Object.values(((response as Json).content ?? {}) as Json).flatMap((media) =>
+        Object.entries((media.examples ?? {}) as Json).map(([name, example]) => ({
+          status,
+          name,
+          schema: media.schema,
+          value: example.value,
+        })),
+      ),
+    );
+  }
+
+  const cases: ExampleCase[] = [];
+  for (const { route, method, op } of operations) {
+    const requests = requestExamples(op);
+    for (const r of responseExamples(op)) {
+      cases.push({ where: `${method.toUpperCase()} ${route} ${r.status} ${r.name} (response)`, ...r });
+      const request = requests.get(r.name);
+      // A 422 example carries the invalid request that causes it; it is checked separately below.
+      if (request && r.status !== "422") {
+        cases.push({ where: `${method.toUpperCase()} ${route} ${r.name} (request)`, ...request });
       }
     }
-    expect(checked).toBeGreaterThan(0);
+  }
+  for (const [name, schema] of Object.entries(openapi.components.schemas as Json)) {
+    for (const [i, value] of ((schema.examples ?? []) as unknown[]).entries()) {
+      cases.push({ where: `components.schemas.${name}.examples[${i}]`, schema: { $ref: `#/components/schemas/${name}` }, value });
+    }
+  }
+
+  describe(`examples in ${name}`, () => {
+    if (partnerApi) it("cover a success and every declared error of every operation", () => {
+      for (const { route, method, op } of operations) {
+        const withExamples = new Set(responseExamples(op).map((r) => r.status));
+        expect([...withExamples].sort(), `${method} ${route}`).toEqual(Object.keys(op.responses).sort());
+      }
+    });
+
+    it.each(cases.map((c) => [c.where, c] as const))("%s validates against its schema", (_where, c) => {
+      const validate = validatorOf(c.schema);
+      expect(validate(c.value), JSON.stringify(validate.errors)).toBe(true);
+    });
+
+    it("give problems whose status is the response's status", () => {
+      for (const { op } of operations) {
+        for (const r of responseExamples(op).filter((r) => r.status.startsWith("4") && r.value.status !== undefined)) {
+          expect(r.value.status, r.name).toBe(Number(r.status));
+        }
+      }
+    });
+
+    // The Control API's 422 also covers `data` that fails the event's schema, which its request schema cannot see.
+    if (partnerApi) it("make each 422 example's request fail exactly at the pointers its problem lists", () => {
+      let checked = 0;
+      for (const { route, op } of operations) {
+        const requests = requestExamples(op);
+        for (const r of responseExamples(op).filter((r) => r.status === "422")) {
+          const request = requests.get(r.name)!;
+          const validate = validatorOf(request.schema);
+          expect(validate(request.value), `${route} ${r.name} request should be invalid`).toBe(false);
+          const failing = new Set(validate.errors!.map((e) => e.instancePath));
+          expect([...failing].sort()).toEqual(r.value.errors.map((e: { pointer: string }) => e.pointer).sort());
+          checked++;
+        }
+      }
+      expect(checked).toBeGreaterThan(0);
+    });
   });
-});
+}
+
+describeExamples("the API (generated/openapi/openapi.yaml)", specPaths.openapi, true);
+describeExamples("the Control API (generated/control/openapi.yaml)", specPaths.controlOpenapi, false);
 
 describe("event examples (generated JSON Schema)", () => {
   it.each(eventNames.map((n) => [n] as const))("%s has one example that validates and names the event", (name) => {
