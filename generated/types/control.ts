@@ -208,7 +208,7 @@ export interface components {
             /** @description The business the event is about; its `data.businessID`. */
             businessID: components["schemas"]["PartnerPlatform.BusinessId"];
             /** @description Replaces the implementation's own example `data`; must validate against the event's schema. */
-            data?: Record<string, never>;
+            data?: unknown;
         };
         TriggeredEvent: {
             /** @description The envelope `id` of the event, the same on every delivery attempt. */

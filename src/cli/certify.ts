@@ -2,6 +2,7 @@
 import { Command, Option } from "commander";
 import type { RunOptions, SuiteReport } from "../../conformance/framework/check.js";
 import { formatResult, formatSummary, writeReports } from "../../conformance/framework/report.js";
+import { defaultTargets } from "../../conformance/server/context.js";
 
 export interface ReportFlags {
   only?: string[];
@@ -47,10 +48,52 @@ export async function runSuiteFromCli(
   return report;
 }
 
+function serverCommand(): Command {
+  return withReportFlags(
+    new Command("server")
+      .description("Certify a server's webhook delivery: signing, envelope, filtering, retry timing, disabling and e-mail.")
+      .requiredOption("--base-url <url>", "the API's {base_url}")
+      .requiredOption("--auth-url <url>", "the authorization server's {auth_url}")
+      .requiredOption("--client-id <id>", "client allowed every scope")
+      .requiredOption("--client-secret <secret>", "its secret")
+      .requiredOption("--control-url <url>", "the implementation's Conformance Control API")
+      .option("--clock <mode>", 'virtual, or scaled:FACTOR (e.g. scaled:0.0001)', "virtual")
+      .option("--partner-email <address>", "the contact address the e-mail must go to")
+      .option("--business-id <id>", "a business that serves --category-id at --zip", defaultTargets.businessId)
+      .option("--other-business-id <id>", "another existing business", defaultTargets.otherBusinessId)
+      .option("--category-id <id>", "category for the service request", defaultTargets.categoryId)
+      .option("--zip <zip>", "postal code for the service request", defaultTargets.zip)
+      .option("--start <command>", "start the implementation with this shell command (given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK) and stop it afterwards"),
+  ).action(async (opts: ReportFlags & Record<string, string>) => {
+    const { certifyServer } = await import("../../conformance/server/index.js");
+    const { parseClockSetting } = await import("../../conformance/server/clock.js");
+    await runSuiteFromCli(opts, (run) =>
+      certifyServer(
+        {
+          baseUrl: opts.baseUrl!,
+          authUrl: opts.authUrl!,
+          clientId: opts.clientId!,
+          clientSecret: opts.clientSecret!,
+          controlUrl: opts.controlUrl!,
+          clock: parseClockSetting(opts.clock!),
+          partnerEmail: opts.partnerEmail,
+          businessId: opts.businessId!,
+          otherBusinessId: opts.otherBusinessId!,
+          categoryId: opts.categoryId!,
+          zip: opts.zip!,
+          start: opts.start,
+        },
+        run,
+      ),
+    );
+  });
+}
+
 /** The `certify` command; each suite adds its subcommand here, one line each. */
 export function certifyCommand(): Command {
   const certify = new Command("certify").description(
     "Certify an implementation against Partner Platform v4: a webhook-sending server, a partner's webhook receiver, or a REST API.",
   );
+  certify.addCommand(serverCommand());
   return certify;
 }

@@ -1,0 +1,85 @@
+// `--start "COMMAND"`: launches the implementation under test with what it needs from the suite, waits
+// until its control port answers, and stops it (the whole process group) at the end.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { ClockSetting } from "./clock.js";
+
+export interface StartedImplementation {
+  /** Everything it printed, for the report when it fails to start. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** The environment an implementation started by the suite gets (documented in the README). */
+export function suiteEnvironment(caFile: string, smtpUrl: string, clock: ClockSetting): Record<string, string> {
+  return {
+    WEBHOOK_CA_FILE: caFile,
+    SMTP_URL: smtpUrl,
+    CONFORMANCE_CLOCK: clock.kind === "virtual" ? "virtual" : `scaled:${clock.factor}`,
+  };
+}
+
+async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`the implementation exited with code ${child.exitCode} before answering`);
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await response.body?.cancel();
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the implementation did not answer ${url} within ${timeoutMs / 1000} s`);
+}
+
+export async function startImplementation(
+  command: string,
+  readyUrl: string,
+  env: { caCert: string; smtpUrl: string; clock: ClockSetting },
+  timeoutMs = 30_000,
+): Promise<StartedImplementation> {
+  const dir = await mkdtemp(path.join(tmpdir(), "partner-platform-certify-"));
+  const caFile = path.join(dir, "receiver-ca.pem");
+  await writeFile(caFile, env.caCert);
+  const child = spawn(command, {
+    shell: true,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...suiteEnvironment(caFile, env.smtpUrl, env.clock) },
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      const killer = setTimeout(() => {
+        try {
+          process.kill(-child.pid!, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, 5000);
+      await exited;
+      clearTimeout(killer);
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitUntilAnswering(readyUrl, child, timeoutMs);
+  } catch (error) {
+    await stop();
+    throw new Error(`${(error as Error).message}; its output:\n${output.slice(-2000)}`);
+  }
+  return { output: () => output, stop };
+}
