@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { packageRoot } from "../paths.js";
 import { certifyCommand } from "./certify.js";
+import { mockCommand } from "./mock.js";
 
 const { version } = JSON.parse(readFileSync(path.join(packageRoot, "package.json"), "utf8")) as { version: string };
 
@@ -13,6 +14,7 @@ export function createProgram(): Command {
     .version(version)
     .showHelpAfterError("(run with --help for usage)");
   // Subcommands are registered here, one line each.
+  program.addCommand(mockCommand());
   program.addCommand(certifyCommand());
   return program;
 }
