@@ -43,3 +43,13 @@ export function parseEvent(rawBody: Payload): ParseEventResult {
   return { ok: false, error: `The body is not ${what}.`, issues };
 }
 
+
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/** A new envelope id: `evt_` and a ULID (48-bit time, 80 random bits), so ids sort by creation time. */
+export function newEventId(now: number = Date.now()): string {
+  let time = "";
+  for (let t = now, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = CROCKFORD[t % 32]! + time;
+  const random = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => CROCKFORD[b % 32]).join("");
+  return `evt_${time}${random}`;
+}

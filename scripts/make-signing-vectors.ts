@@ -1,0 +1,99 @@
+// Writes conformance/vectors/signing.json: the signing test vectors every test and helper reads.
+// The expected headers are computed with node:crypto here, independently of src/signing.ts.
+import { createHmac } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { eventExample } from "../src/spec.js";
+
+interface Vector {
+  id: string;
+  description: string;
+  secret: string;
+  bodyBase64: string;
+  bodyText?: string;
+  /** The X-Service-Signature header as sent; null when the header is absent. */
+  header: string | null;
+  valid: boolean;
+  /** Why verification fails (src/signing.ts VerifyFailure), null when valid. */
+  reason: string | null;
+  /** The body's bytes change when it is parsed and re-serialized with JSON.stringify. */
+  changesWhenReserialized: boolean;
+}
+
+const secret = "whsec-acme-4711-kP9vR2xQ";
+const hmac = (body: Buffer, key: string) => createHmac("sha256", Buffer.from(key, "utf8")).update(body).digest("hex");
+const reserialized = (body: Buffer) => Buffer.from(JSON.stringify(JSON.parse(body.toString("utf8"))), "utf8");
+
+function vector(id: string, description: string, body: Buffer, header: string | null, valid: boolean, reason: string | null, key = secret): Vector {
+  const text = body.toString("utf8");
+  return {
+    id,
+    description,
+    secret: key,
+    bodyBase64: body.toString("base64"),
+    ...(Buffer.from(text, "utf8").equals(body) ? { bodyText: text } : {}),
+    header,
+    valid,
+    reason,
+    changesWhenReserialized: !reserialized(body).equals(body),
+  };
+}
+
+const compact = Buffer.from(JSON.stringify(eventExample("lead.created")));
+const pretty = Buffer.from(`${JSON.stringify(eventExample("booking.confirmed"), null, 2)}\n`);
+const { id, event, timestamp, data } = eventExample("lead.updated");
+const reordered = Buffer.from(JSON.stringify({ data, timestamp, event, id }));
+const message = eventExample("message.received");
+const escapes = Buffer.from(
+  JSON.stringify({ ...message, data: { ...message.data, text: "@@TEXT@@" } }).replace(
+    '"@@TEXT@@"',
+    '"Caf\\u00e9 at 9? \\u2028 The leak is \\"under\\" the sink \\ud83d\\udebf"',
+  ),
+);
+const nonAscii = Buffer.from(JSON.stringify({ ...message, data: { ...message.data, text: "Café – Straße – 東京 – 🔧" } }));
+const payment = eventExample("payment.received");
+const numbers = Buffer.from(
+  JSON.stringify({ ...payment, data: { ...payment.data, amount: { amount: 18950, currency: "USD" } } })
+    .replace('"amount":18950', '"amount":18950.0')
+    .replace('"currency":"USD"}', '"currency":"USD","ledgerEntry":12345678901234567890,"rate":1e3}'),
+);
+const unicodeSecret = "sécret-ключ-🔑-0123456789";
+
+const tampered = Buffer.from(compact);
+tampered[tampered.indexOf("4711")] = "5".charCodeAt(0);
+const good = hmac(compact, secret);
+
+const vectors: Vector[] = [
+  vector("compact-envelope", "lead.created as compact JSON.", compact, good, true, null),
+  vector("pretty-printed", "booking.confirmed indented with two spaces and a trailing newline.", pretty, hmac(pretty, secret), true, null),
+  vector("unusual-key-order", "lead.updated with its members in reverse order.", reordered, hmac(reordered, secret), true, null),
+  vector("unicode-escapes", "message.received whose text uses \\u escapes, an escaped U+2028 and a surrogate pair.", escapes, hmac(escapes, secret), true, null),
+  vector("non-ascii-utf8", "message.received whose text is raw non-ASCII UTF-8.", nonAscii, hmac(nonAscii, secret), true, null),
+  vector("large-numbers", "payment.received with 18950.0, a 20-digit integer and 1e3, which JSON.parse cannot keep.", numbers, hmac(numbers, secret), true, null),
+  vector("non-ascii-secret", "A secret with non-ASCII characters: the key is its UTF-8 bytes.", compact, hmac(compact, unicodeSecret), true, null, unicodeSecret),
+  vector("tampered-byte", "One byte of the body changed after signing.", tampered, good, false, "signature-mismatch"),
+  vector("wrong-secret", "Signed with another webhook's secret.", compact, hmac(compact, "whsec-other-webhook-secret"), false, "signature-mismatch"),
+  vector("reserialized-body-signature", "The signature of the re-serialized body, not of the bytes sent.", pretty, hmac(reserialized(pretty), secret), false, "signature-mismatch"),
+  vector("truncated-header", "The signature cut to 63 hex digits.", compact, good.slice(0, 63), false, "malformed-signature"),
+  vector("uppercase-hex", "The right digest in uppercase hex.", compact, good.toUpperCase(), false, "malformed-signature"),
+  vector("sha256-prefixed", "The right digest behind a sha256= prefix.", compact, `sha256=${good}`, false, "malformed-signature"),
+  vector("non-hex", "64 characters that are not hex digits.", compact, "z".repeat(64), false, "malformed-signature"),
+  vector("empty-header", "The header is present but empty.", compact, "", false, "missing-signature"),
+  vector("missing-header", "No signature header at all.", compact, null, false, "missing-signature"),
+];
+
+const file = path.resolve(import.meta.dirname, "../conformance/vectors/signing.json");
+writeFileSync(
+  file,
+  `${JSON.stringify(
+    {
+      $schema: "./signing.schema.json",
+      $comment: "Generated by `npx tsx scripts/make-signing-vectors.ts`. Signature: lowercase hex HMAC-SHA256 of the body bytes keyed with the secret's UTF-8 bytes (spec/DECISIONS.md D2).",
+      header: "X-Service-Signature",
+      vectors,
+    },
+    null,
+    2,
+  )}\n`,
+);
+process.stdout.write(`Wrote ${vectors.length} vectors to ${path.relative(process.cwd(), file)}\n`);
