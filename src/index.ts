@@ -7,7 +7,15 @@ export {
   type Problem,
   type Scope,
 } from "./client/index.js";
-export { parseEvent, type ParseEventResult, type WebhookEvent, type EventOf } from "./events/index.js";
+export { newEventId, parseEvent, type ParseEventResult, type WebhookEvent, type EventOf } from "./events/index.js";
+export {
+  createWebhookHandler,
+  readVerifiedEvent,
+  verifyDelivery,
+  type ReceiveOptions,
+  type ReceiveResult,
+  type ReceiverProblem,
+} from "./receiver.js";
 export { signPayload, verifySignature, type Payload, type VerifyResult, type VerifyFailure } from "./signing.js";
 export { loadDeliveryRules, eventNames, type DeliveryRules, type EventName } from "./spec.js";
 export type { paths, webhooks, components, operations } from "../generated/types/api.js";

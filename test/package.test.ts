@@ -22,8 +22,9 @@ describe("built package", () => {
     expect(stdout.trim()).toBe(pkg.version);
   });
 
-  it("exports the library entry point by package name", async () => {
-    const lib = (await import("partner-platform")) as Record<string, unknown>;
+  it("exports the library entry point (the built file package.json names)", async () => {
+    const entry = (pkg as unknown as { exports: { ".": { default: string } } }).exports["."].default;
+    const lib = (await import(path.join(packageRoot, entry))) as Record<string, unknown>;
     for (const name of ["createPartnerClient", "parseEvent", "signPayload", "verifySignature", "loadDeliveryRules"]) {
       expect(typeof lib[name], name).toBe("function");
     }

@@ -1,0 +1,18 @@
+// A webhook receiver on plain node:http. createWebhookHandler reads the raw bytes, verifies the
+// X-Service-Signature over them, and only then parses the event.
+import { createServer, type Server } from "node:http";
+import { createWebhookHandler, type WebhookEvent } from "partner-platform";
+
+export function createNodeReceiver(secret: string, onEvent: (event: WebhookEvent) => void): Server {
+  const seen = new Set<string>(); // use a database in production: the id is the idempotency key
+  return createServer(
+    createWebhookHandler({
+      secret,
+      onEvent(event) {
+        if (seen.has(event.id)) return; // a retry of an event already handled: acknowledge, do nothing
+        seen.add(event.id);
+        onEvent(event);
+      },
+    }),
+  );
+}
