@@ -34,7 +34,7 @@ describe("built package", () => {
     const result = await run(process.execPath, [path.join(packageRoot, pkg.bin["partner-platform"]!), "frobnicate"]).catch(
       (error: { code: number; stderr: string }) => error,
     );
-    expect(result).toMatchObject({ code: 1 });
+    expect(result).toMatchObject({ code: 2 });
     expect((result as { stderr: string }).stderr.split("\n")[0]).toMatch(/unknown command 'frobnicate'/);
   });
 });

@@ -1,0 +1,79 @@
+// Delivering a signed event exactly as a conforming server does (spec/DECISIONS.md D1, D2, D6): the
+// bytes signed are the bytes sent, with the method, content type, header and timeout of the spec.
+import { Agent, request, type Dispatcher } from "undici";
+import { newEventId, type WebhookEvent } from "./events/index.js";
+import { signPayload } from "./signing.js";
+import { describeSchemaErrors, eventExample, eventSchemaName, loadDeliveryRules, validatorFor, type EventName } from "./spec.js";
+
+export interface EnvelopeOptions {
+  businessId?: string;
+  /** Replaces the example's `data`; validated against the event's schema. */
+  data?: unknown;
+  id?: string;
+  /** Epoch ms for `timestamp` (and the id's time part). Default now. */
+  now?: number;
+}
+
+/** A schema-valid envelope for `event`, from the spec's example; throws with one line per violation. */
+export function buildEnvelope(event: EventName, options: EnvelopeOptions = {}): WebhookEvent {
+  const now = options.now ?? Date.now();
+  const example = eventExample(event) as WebhookEvent & { data: Record<string, unknown> };
+  const data = (options.data ?? example.data) as Record<string, unknown>;
+  const envelope = {
+    id: options.id ?? newEventId(now),
+    event,
+    timestamp: new Date(now).toISOString().replace(/\.\d{3}Z$/, "Z"),
+    data: options.businessId ? { ...data, businessID: options.businessId } : data,
+  };
+  const validate = validatorFor(eventSchemaName(event));
+  if (!validate(envelope)) {
+    throw new Error(`the ${event} event does not match its schema:\n${describeSchemaErrors(validate.errors).join("\n")}`);
+  }
+  return envelope as WebhookEvent;
+}
+
+export interface DeliveryOutcome {
+  /** HTTP status, or undefined when no answer came (connection error, timeout). */
+  status?: number;
+  latencyMs: number;
+  /** Why there was no answer. */
+  error?: string;
+  ok: boolean;
+}
+
+export interface DeliverOptions {
+  secret: string;
+  /** Attempt timeout; default the spec's `attemptTimeoutSeconds`. */
+  timeoutMs?: number;
+  /** For HTTPS with a private CA (`--ca`) or none at all (`--insecure`). */
+  dispatcher?: Dispatcher;
+}
+
+export function tlsDispatcher(options: { ca?: string; insecure?: boolean }): Dispatcher | undefined {
+  if (!options.ca && !options.insecure) return undefined;
+  return new Agent({ connect: options.insecure ? { rejectUnauthorized: false } : { ca: options.ca } });
+}
+
+/** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */
+export async function deliver(url: string, body: Buffer, options: DeliverOptions): Promise<DeliveryOutcome> {
+  const rules = loadDeliveryRules();
+  const start = performance.now();
+  try {
+    const response = await request(url, {
+      method: rules.method,
+      body,
+      headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signPayload(body, options.secret) },
+      signal: AbortSignal.timeout(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000),
+      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+    });
+    await response.body.dump();
+    const status = response.statusCode;
+    return { status, latencyMs: performance.now() - start, ok: status >= 200 && status < 300 };
+  } catch (error) {
+    const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
+    const code = e.cause?.code ?? e.code;
+    const message = e.cause?.message ?? e.message;
+    const reason = e.name === "TimeoutError" ? "no answer within the attempt timeout" : code && !message.includes(code) ? `${message}, ${code}` : message;
+    return { latencyMs: performance.now() - start, error: reason, ok: false };
+  }
+}
