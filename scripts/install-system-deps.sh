@@ -6,6 +6,7 @@ packages=()
 # Each entry: a command that proves the package is there, and the package name.
 need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
 # One `need COMMAND PACKAGE` line per package.
+need chromium chromium
 if [ "${#packages[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-system-deps: need root to install: ${packages[*]}" >&2
