@@ -6,6 +6,7 @@ import { packageRoot } from "../paths.js";
 import { certifyCommand } from "./certify.js";
 import { mockCommand } from "./mock.js";
 import { sendCommand } from "./send.js";
+import { serveCommand } from "./serve.js";
 import { verifyCommand } from "./verify.js";
 
 const { version } = JSON.parse(readFileSync(path.join(packageRoot, "package.json"), "utf8")) as { version: string };
@@ -18,6 +19,7 @@ export function createProgram(): Command {
   // Subcommands are registered here, one line each.
   program.addCommand(mockCommand());
   program.addCommand(sendCommand());
+  program.addCommand(serveCommand());
   program.addCommand(verifyCommand());
   program.addCommand(certifyCommand());
   return program;
