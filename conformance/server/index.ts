@@ -10,24 +10,36 @@ import { startImplementation } from "./start.js";
 export { serverChecks } from "./checks.js";
 export type { ServerSuiteOptions } from "./context.js";
 
+/** What an implementation started by the suite must be given: the receiver's CA and the SMTP sink. */
+export interface SuiteEnvironment {
+  caCert: string;
+  smtpUrl: string;
+}
+
 export interface CertifyServerOptions extends ServerSuiteOptions {
   /** A shell command that starts the implementation; it is given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK. */
   start?: string;
+  /** Or a function that starts it in this process (tests, benchmarks); the URL it returns serves API, auth and control. */
+  launch?: (env: SuiteEnvironment) => Promise<{ url: string; stop(): Promise<void> }>;
 }
 
 export async function certifyServer(options: CertifyServerOptions, run: RunOptions = {}): Promise<SuiteReport> {
   const receiver = await startReceiver();
   const smtp = await startSmtpSink();
-  const started = options.start
-    ? await startImplementation(options.start, `${options.controlUrl}/conformance/clock`, {
-        caCert: receiver.pki.caCert,
-        smtpUrl: smtp.url,
-        clock: options.clock,
-      })
-    : undefined;
+  const started = options.launch
+    ? await options.launch({ caCert: receiver.pki.caCert, smtpUrl: smtp.url })
+    : options.start
+      ? await startImplementation(options.start, `${options.controlUrl}/conformance/clock`, {
+          caCert: receiver.pki.caCert,
+          smtpUrl: smtp.url,
+          clock: options.clock,
+        })
+      : undefined;
   try {
-    const ctx = createServerContext(options, receiver, smtp);
-    return await runChecks("server", options.baseUrl, serverChecks, ctx, run);
+    const launched = started && "url" in started ? { baseUrl: started.url, authUrl: started.url, controlUrl: started.url } : {};
+    const target = { ...options, ...launched };
+    const ctx = createServerContext(target, receiver, smtp);
+    return await runChecks("server", target.baseUrl, serverChecks, ctx, run);
   } finally {
     await started?.stop();
     await receiver.close();

@@ -8,7 +8,7 @@ import { parse as parseYaml } from "yaml";
 import { packageRoot, specPaths } from "../paths.js";
 import { eventExample, eventNames, eventSchemaName, validatorFor, type EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
-import { refuseUrl, type DeliveryEngine } from "./delivery.js";
+import { refuseUrl, type DeliveryEngine, type ServerFault } from "./delivery.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
 
@@ -28,6 +28,7 @@ export interface AppOptions {
   leadExpirySeconds: number;
   allowPrivateWebhooks: boolean;
   conformance: boolean;
+  faults?: ReadonlySet<ServerFault>;
 }
 
 interface Seed {
@@ -287,8 +288,10 @@ export function createApp(options: AppOptions): FastifyInstance {
   app.post("/api/v2/webhooks", async (req, reply) => {
     const clientId = await authenticate(req, scopeOf("/api/v2/webhooks", "post"));
     requireJson(req);
-    validateBody("WebhookRegistration", req.body);
     const input = req.body as { url: string; events: EventName[]; businessID: string; secret: string };
+    // The broken variant that accepts http:// skips the pattern of the URL, and only that.
+    const plainHttp = options.faults?.has("accepts-plain-http-url") && typeof input?.url === "string" && input.url.startsWith("http://");
+    validateBody("WebhookRegistration", plainHttp ? { ...input, url: input.url.replace(/^http:/, "https:") } : req.body);
     if (!seed.businesses.some((b) => b.businessID === input.businessID)) {
       throw new ProblemError(404, `No business has the identifier ${input.businessID}.`, [{ pointer: "/businessID", detail: "unknown business" }]);
     }

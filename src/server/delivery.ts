@@ -63,7 +63,22 @@ export interface EngineOptions {
   /** Real milliseconds an attempt may take; by default the spec's timeout (scaled clocks included). */
   attemptTimeoutRealMs: number;
   log: (message: string) => void;
+  /** Deliberate faults, for the conformance suite's broken variants only (conformance/broken). */
+  faults?: ReadonlySet<ServerFault>;
 }
+
+/** The faults a broken variant of the reference server can have, one each. */
+export type ServerFault =
+  | "signs-reserialized-body"
+  | "uppercase-hex-signature"
+  | "signs-with-another-webhooks-secret"
+  | "new-event-id-per-retry"
+  | "no-reset-on-success"
+  | "delivers-after-disable"
+  | "no-disable-email"
+  | "ignores-events-filter"
+  | "ignores-business-filter"
+  | "accepts-plain-http-url";
 
 interface AttemptRow {
   id: string;
@@ -85,6 +100,7 @@ export interface DeliveryEngine {
 
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules } = options;
+  const fault = (f: ServerFault) => options.faults?.has(f) ?? false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = true;
@@ -96,11 +112,15 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const body = JSON.stringify(envelope);
     const queuedFor = await db.transaction(async (tx) => {
       await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
-      const { rows } = await tx.query<{ id: string; events: string }>(
-        "SELECT id, events FROM webhooks WHERE business_id = $1 AND status = 'enabled'",
-        [businessID],
+      const { rows } = await tx.query<{ id: string; events: string; business_id: string }>(
+        "SELECT id, events, business_id FROM webhooks WHERE status = 'enabled' OR $1",
+        [fault("delivers-after-disable")],
       );
-      const subscribed = rows.filter((w) => (JSON.parse(w.events) as string[]).includes(name));
+      const subscribed = rows.filter(
+        (w) =>
+          (fault("ignores-business-filter") || w.business_id === businessID) &&
+          (fault("ignores-events-filter") || (JSON.parse(w.events) as string[]).includes(name)),
+      );
       for (const w of subscribed) {
         await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, 1, $3)", [id, w.id, at]);
       }
@@ -159,12 +179,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       [a.webhook_id],
     );
     const webhook = rows[0]!;
-    if (webhook.status !== "enabled") return;
-    if (webhook.consecutive_failures >= rules.disableAfterConsecutiveFailures) {
+    if (webhook.status !== "enabled" && !fault("delivers-after-disable")) return;
+    if (webhook.status === "enabled" && webhook.consecutive_failures >= rules.disableAfterConsecutiveFailures) {
       await tx.query("UPDATE webhooks SET status = 'disabled' WHERE id = $1", [a.webhook_id]);
-      await tx.query("UPDATE attempts SET state = 'cancelled' WHERE webhook_id = $1 AND state = 'pending'", [a.webhook_id]);
+      if (!fault("delivers-after-disable")) {
+        await tx.query("UPDATE attempts SET state = 'cancelled' WHERE webhook_id = $1 AND state = 'pending'", [a.webhook_id]);
+      }
       const recipient = options.contactEmailFor(webhook.client_id);
-      if (recipient) {
+      if (recipient && !fault("no-disable-email")) {
         await tx.query("INSERT INTO notifications (webhook_id, recipient, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [
           a.webhook_id,
           recipient,
@@ -184,6 +206,26 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     }
   }
 
+  /** The bytes to send and their signature: the stored body, signed as is (unless a fault says otherwise). */
+  async function signedBody(a: AttemptRow, stored: string, secret: string): Promise<{ body: Buffer; signature: string }> {
+    let text = stored;
+    if (fault("new-event-id-per-retry") && a.attempt > 1) {
+      text = JSON.stringify({ ...(JSON.parse(stored) as object), id: newEventId(clock.now()) });
+    }
+    if (fault("signs-reserialized-body")) {
+      const pretty = JSON.stringify(JSON.parse(text), null, 2);
+      return { body: Buffer.from(pretty), signature: signPayload(JSON.stringify(JSON.parse(pretty)), secret) };
+    }
+    let key = secret;
+    if (fault("signs-with-another-webhooks-secret")) {
+      const { rows } = await db.query<{ secret: string }>("SELECT secret FROM webhooks WHERE id <> $1 ORDER BY id LIMIT 1", [a.webhook_id]);
+      key = rows[0]?.secret ?? `${secret}-other`;
+    }
+    const body = Buffer.from(text, "utf8");
+    const signature = signPayload(body, key);
+    return { body, signature: fault("uppercase-hex-signature") ? signature.toUpperCase() : signature };
+  }
+
   async function attempt(a: AttemptRow): Promise<void> {
     const startedAt = clock.now();
     const { rows } = await db.query<{ url: string; secret: string; status: string; body: string }>(
@@ -191,7 +233,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       [a.webhook_id, a.event_id],
     );
     const target = rows[0];
-    if (!target || target.status !== "enabled") {
+    if (!target || (target.status !== "enabled" && !fault("delivers-after-disable"))) {
       await db.query("UPDATE attempts SET state = 'cancelled' WHERE id = $1", [a.id]);
       return;
     }
@@ -202,12 +244,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     if (refused) {
       error = refused;
     } else {
-      const body = Buffer.from(target.body, "utf8");
+      const { body, signature } = await signedBody(a, target.body, target.secret);
       try {
         const response = await request(target.url, {
           method: rules.method,
           body,
-          headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signPayload(body, target.secret) },
+          headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signature },
           signal: AbortSignal.timeout(options.attemptTimeoutRealMs),
           ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
         });
@@ -229,8 +271,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         finishedAt,
         a.id,
       ]);
-      if (ok) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
-      else await recordFailure(tx, a, finishedAt);
+      if (!ok) await recordFailure(tx, a, finishedAt);
+      else if (!fault("no-reset-on-success")) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
     });
   }
 

@@ -6,10 +6,10 @@ import type { FastifyInstance } from "fastify";
 import nodemailer from "nodemailer";
 import { Agent } from "undici";
 import { packageRoot } from "../paths.js";
-import { loadDeliveryRules } from "../spec.js";
+import { loadDeliveryRules, type DeliveryRules } from "../spec.js";
 import { createApp, type ClientConfig } from "./app.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
-import { createDeliveryEngine, type DeliveryEngine } from "./delivery.js";
+import { createDeliveryEngine, type DeliveryEngine, type ServerFault } from "./delivery.js";
 import { migrate, openEmbedded, openPostgres, type Db } from "./store.js";
 
 export interface ServerConfig {
@@ -34,6 +34,9 @@ export interface ServerOptions {
   /** Real ms an attempt may take under a virtual clock, where the spec's seconds are not real. */
   virtualAttemptTimeoutMs?: number;
   log?: (message: string) => void;
+  /** Broken variants only (conformance/broken): deliberate faults, and changed delivery numbers. */
+  faults?: ReadonlySet<ServerFault>;
+  rules?: (rules: DeliveryRules) => DeliveryRules;
 }
 
 export interface RunningServer {
@@ -65,7 +68,7 @@ export function loadConfig(file?: string): ServerConfig {
 }
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
-  const rules = loadDeliveryRules();
+  const rules = options.rules ? options.rules(loadDeliveryRules()) : loadDeliveryRules();
   const config = options.config ?? loadConfig();
   const log = options.log ?? ((m: string) => process.stderr.write(`${m}\n`));
   const db = options.databaseUrl ? await openPostgres(options.databaseUrl) : await openEmbedded(options.dataDir);
@@ -85,6 +88,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     dispatcher,
     allowPrivateWebhooks: options.allowPrivateWebhooks ?? false,
     attemptTimeoutRealMs: timeoutMs,
+    faults: options.faults,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     sendMail: async (to, subject, text) => {
       if (!transport) throw new Error("no SMTP_URL configured");
@@ -101,6 +105,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     leadExpirySeconds: rules.leadExpirySeconds,
     allowPrivateWebhooks: options.allowPrivateWebhooks ?? false,
     conformance: options.conformance ?? false,
+    faults: options.faults,
   });
   await engine.start();
   await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 0 });

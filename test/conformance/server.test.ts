@@ -1,0 +1,57 @@
+// Proof that the server certification certifies: the reference server passes every check, and each
+// broken variant fails exactly the checks listed for it in the expected-failures file.
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { brokenServers, type BrokenServer } from "../../conformance/broken/servers.js";
+import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
+import { formatResult } from "../../conformance/framework/report.js";
+import { certifyServer } from "../../conformance/server/index.js";
+import type { ClockSetting } from "../../conformance/server/clock.js";
+import { packageRoot } from "../../src/paths.js";
+import { loadConfig, startServer } from "../../src/server/index.js";
+
+const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/server-expected-failures.json"));
+const client = loadConfig().clients[0]!;
+
+async function certify(variant: BrokenServer | undefined, clock: ClockSetting) {
+  return certifyServer({
+    baseUrl: "",
+    authUrl: "",
+    controlUrl: "",
+    clientId: client.clientId,
+    clientSecret: client.clientSecret,
+    partnerEmail: client.contactEmail,
+    clock,
+    async launch(env) {
+      const server = await startServer({
+        conformance: true,
+        allowPrivateWebhooks: true,
+        clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
+        smtpUrl: env.smtpUrl,
+        webhookCa: env.caCert,
+        faults: new Set(variant?.faults ?? []),
+        rules: variant?.rules,
+        log: () => undefined,
+      });
+      return { url: server.url, stop: () => server.close() };
+    },
+  });
+}
+
+describe("server certification", () => {
+  it("certifies the reference server in virtual time", async () => {
+    const report = await certify(undefined, { kind: "virtual" });
+    expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
+  });
+
+  it("lists every broken server in the expected-failures file, and nothing else", () => {
+    expect(Object.keys(expected.variants).sort()).toEqual(brokenServers.map((b) => b.id).sort());
+  });
+
+  it.each(brokenServers.map((b) => [b.id, b] as const))("catches the broken server %s with the checks that name its fault", async (id, variant) => {
+    const report = await certify(variant, { kind: "virtual" });
+    const comparison = compareWithExpected(report, expected.variants[id]!.fails);
+    expect(comparison, report.results.filter((r) => r.status === "failed").map(formatResult).join("\n")).toEqual({ unexpected: [], stale: [] });
+    expect(expected.variants[id]!.fails.length).toBeGreaterThan(0);
+  });
+});
