@@ -13,7 +13,7 @@ import { loadConfig, startServer } from "../../src/server/index.js";
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/server-expected-failures.json"));
 const client = loadConfig().clients[0]!;
 
-async function certify(variant: BrokenServer | undefined, clock: ClockSetting) {
+async function certify(variant: BrokenServer | undefined, clock: ClockSetting, only?: string[]) {
   return certifyServer({
     baseUrl: "",
     authUrl: "",
@@ -35,14 +35,28 @@ async function certify(variant: BrokenServer | undefined, clock: ClockSetting) {
       });
       return { url: server.url, stop: () => server.close() };
     },
-  });
+  }, { only });
 }
+
+// 1e-4: the 24 h wait takes 8.6 s and the 7-day lead expiry 60 s of real time.
+const scaled: ClockSetting = { kind: "scaled", factor: 0.0001 };
 
 describe("server certification", () => {
   it("certifies the reference server in virtual time", async () => {
     const report = await certify(undefined, { kind: "virtual" });
     expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
   });
+
+  it("certifies the reference server in scaled time", async () => {
+    const report = await certify(undefined, scaled);
+    expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
+  }, 180_000);
+
+  it("catches a server that waits 20% short in scaled time, within the tolerance bands", async () => {
+    const variant = brokenServers.find((b) => b.id === "waits-20-percent-short")!;
+    const report = await certify(variant, scaled, ["retry-waits-follow-schedule"]);
+    expect(report.results.find((r) => r.id === "retry-waits-follow-schedule")?.status).toBe("failed");
+  }, 120_000);
 
   it("lists every broken server in the expected-failures file, and nothing else", () => {
     expect(Object.keys(expected.variants).sort()).toEqual(brokenServers.map((b) => b.id).sort());
