@@ -45,7 +45,8 @@ export async function refuseUrl(url: string, allowPrivate: boolean): Promise<str
   try {
     addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
   } catch {
-    return `the host ${host} does not resolve`;
+    // Not resolvable now: nothing private to protect; the attempt itself will fail and count.
+    return undefined;
   }
   const blocked = addresses.find(isPrivate);
   return blocked ? `the host ${host} resolves to a private or loopback address (${blocked})` : undefined;

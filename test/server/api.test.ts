@@ -1,0 +1,156 @@
+// The reference server's API: every operation's success and error paths, on the embedded database.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import fc from "fast-check";
+import { createPartnerClient } from "../../src/client/index.js";
+import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
+
+const config = loadConfig();
+const client = config.clients[0]!;
+let server: RunningServer;
+
+beforeAll(async () => {
+  server = await startServer({
+    clock: { mode: "virtual" },
+    conformance: true,
+    config: { ...config, clients: [...config.clients, { clientId: "search-only", clientSecret: "search-only-secret", scopes: ["demand::search"], contactEmail: "s@example.com" }] },
+    log: () => undefined,
+  });
+});
+afterAll(async () => server.close());
+
+async function token(clientId = client.clientId, secret = client.clientSecret, scope?: string): Promise<Response> {
+  const form = new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: secret, ...(scope ? { scope } : {}) });
+  return fetch(`${server.url}/oauth2/token`, { method: "POST", body: form, headers: { "content-type": "application/x-www-form-urlencoded" } });
+}
+
+async function bearer(clientId?: string, secret?: string): Promise<string> {
+  return ((await (await token(clientId, secret)).json()) as { access_token: string }).access_token;
+}
+
+const api = () =>
+  createPartnerClient({
+    baseUrl: server.url,
+    authUrl: server.url,
+    clientId: client.clientId,
+    clientSecret: client.clientSecret,
+    scopes: ["demand::search", "demand::request", "webhooks::write"],
+  });
+
+async function raw(method: string, path: string, body: string | undefined, headers: Record<string, string>) {
+  const response = await fetch(`${server.url}${path}`, { method, body, headers });
+  return { status: response.status, type: response.headers.get("content-type")?.split(";")[0], headers: response.headers, body: (await response.json().catch(() => undefined)) as any };
+}
+
+const request = { categoryID: "1000123", zipCode: "10001", customer: { name: "Jane Doe", email: "jane@example.com", phone: "+12125550143" } };
+
+describe("token endpoint (RFC 6749)", () => {
+  it("issues a Bearer token with expiry and the granted scopes, not cached", async () => {
+    const response = await token(undefined, undefined, "demand::search");
+    expect(response.status).toBe(200);
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    expect(await response.json()).toMatchObject({ token_type: "Bearer", expires_in: 3600, scope: "demand::search" });
+  });
+
+  it("answers invalid_client (401), invalid_scope and unsupported_grant_type (400)", async () => {
+    const wrong = await token(client.clientId, "wrong-secret");
+    expect([wrong.status, ((await wrong.json()) as { error: string }).error]).toEqual([401, "invalid_client"]);
+    const scope = await token(undefined, undefined, "demand::everything");
+    expect([scope.status, ((await scope.json()) as { error: string }).error]).toEqual([400, "invalid_scope"]);
+    const grant = await raw("POST", "/oauth2/token", "grant_type=password&client_id=a&client_secret=b", { "content-type": "application/x-www-form-urlencoded" });
+    expect([grant.status, grant.body.error]).toEqual([400, "unsupported_grant_type"]);
+    const json = await raw("POST", "/oauth2/token", "{}", { "content-type": "application/json" });
+    expect([json.status, json.body.error]).toEqual([400, "invalid_request"]);
+  });
+});
+
+describe("authentication and scopes", () => {
+  it("answers 401 problem+json with WWW-Authenticate without a token or with a forged one", async () => {
+    for (const headers of [{}, { authorization: "Bearer forged" }] as Record<string, string>[]) {
+      const r = await raw("GET", "/api/v2/businesses/search?category_id=1000123&zip=10001", undefined, headers);
+      expect(r.status).toBe(401);
+      expect(r.type).toBe("application/problem+json");
+      expect(r.headers.get("www-authenticate")).toMatch(/^Bearer/);
+      expect(r.body.type).toBe("urn:partner-platform:problem:unauthenticated");
+    }
+  });
+
+  it("answers 401 once the token expired on the server's clock", async () => {
+    const t = await bearer();
+    await fetch(`${server.url}/conformance/clock/advance`, { method: "POST", body: JSON.stringify({ seconds: 3600 }), headers: { "content-type": "application/json" } });
+    const r = await raw("GET", "/api/v2/businesses/search?category_id=1000123&zip=10001", undefined, { authorization: `Bearer ${t}` });
+    expect([r.status, r.body.detail]).toEqual([401, "The access token expired."]);
+  });
+
+  it("answers 403 naming the scope when the token lacks it", async () => {
+    const t = await bearer("search-only", "search-only-secret");
+    const r = await raw("POST", "/api/v4/requests", JSON.stringify(request), { authorization: `Bearer ${t}`, "content-type": "application/json" });
+    expect(r.status).toBe(403);
+    expect(r.headers.get("www-authenticate")).toBe('Bearer error="insufficient_scope", scope="demand::request"');
+  });
+});
+
+describe("operations", () => {
+  it("searches businesses, best rated first, and refuses invalid query parameters with 400", async () => {
+    const { data } = await api().GET("/api/v2/businesses/search", { params: { query: { category_id: "1000123", zip: "10001" } } });
+    expect(data?.businesses.map((b) => b.businessID)).toEqual(["4711", "4712"]);
+    const t = await bearer();
+    const r = await raw("GET", "/api/v2/businesses/search?category_id=plumbing", undefined, { authorization: `Bearer ${t}` });
+    expect(r.status).toBe(400);
+    expect(r.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(["/query/category_id", "/query/zip"]);
+  });
+
+  it("creates a service request with one lead per matched business", async () => {
+    const { data, response } = await api().POST("/api/v4/requests", { body: request });
+    expect(response.status).toBe(201);
+    expect(response.headers.get("location")).toBe(`/api/v4/requests/${data!.requestID}`);
+    expect(data).toMatchObject({ status: "matched", categoryID: "1000123", customer: request.customer });
+    expect(data!.leads.map((l) => l.businessID)).toEqual(["4711", "4712"]);
+  });
+
+  it("answers 404 for an unknown category, 422 naming the field, 415 and 413 and 400 for bad bodies", async () => {
+    const t = await bearer();
+    const json = { authorization: `Bearer ${t}`, "content-type": "application/json" };
+    const unknown = await raw("POST", "/api/v4/requests", JSON.stringify({ ...request, categoryID: "9999999" }), json);
+    expect([unknown.status, unknown.body.type]).toEqual([404, "urn:partner-platform:problem:not-found"]);
+    const invalid = await raw("POST", "/api/v4/requests", JSON.stringify({ ...request, zipCode: "1000" }), json);
+    expect([invalid.status, invalid.body.errors]).toEqual([422, [{ pointer: "/zipCode", detail: 'must match pattern "^[0-9]{5}$"' }]]);
+    const text = await raw("POST", "/api/v4/requests", JSON.stringify(request), { ...json, "content-type": "text/plain" });
+    expect(text.status).toBe(415);
+    const big = await raw("POST", "/api/v4/requests", JSON.stringify({ ...request, pad: "x".repeat(70_000) }), json);
+    expect([big.status, big.type]).toEqual([413, "application/problem+json"]);
+    const broken = await raw("POST", "/api/v4/requests", '{"categoryID": ', json);
+    expect([broken.status, broken.body.type]).toEqual([400, "urn:partner-platform:problem:malformed-request"]);
+  });
+
+  it("registers a webhook without echoing its secret; refuses unknown businesses and private addresses", async () => {
+    const body = { url: "https://hooks.example.com/p", events: ["lead.created" as const], businessID: "4711", secret: "0123456789abcdef" };
+    const { data, response } = await api().POST("/api/v2/webhooks", { body });
+    expect(response.status).toBe(201);
+    expect(data).toMatchObject({ url: body.url, events: body.events, businessID: "4711", status: "enabled" });
+    expect(JSON.stringify(data)).not.toContain(body.secret);
+    const unknown = await api().POST("/api/v2/webhooks", { body: { ...body, businessID: "4799" } });
+    expect(unknown.response.status).toBe(404);
+    for (const url of ["https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://[::1]/hook", "https://localhost/hook"]) {
+      const refused = await api().POST("/api/v2/webhooks", { body: { ...body, url } });
+      expect([url, refused.response.status, (refused.error as { errors?: { pointer: string }[] })?.errors?.[0]?.pointer]).toEqual([url, 422, "/url"]);
+    }
+  });
+
+  it("answers an unknown route with a 404 problem", async () => {
+    const r = await raw("GET", "/api/v3/nothing", undefined, {});
+    expect([r.status, r.type]).toEqual([404, "application/problem+json"]);
+  });
+
+  it("never answers client input with a 5xx", async () => {
+    const t = await bearer();
+    const routes = ["/api/v4/requests", "/api/v2/webhooks", "/oauth2/token"];
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...routes), fc.oneof(fc.json(), fc.string()), fc.constantFrom("application/json", "application/x-www-form-urlencoded", "text/plain"), async (route, body, type) => {
+        const r = await fetch(`${server.url}${route}`, { method: "POST", body, headers: { authorization: `Bearer ${t}`, "content-type": type } });
+        await r.body?.cancel();
+        return r.status >= 400 && r.status < 500;
+      }),
+      { numRuns: 150, seed: 4711 },
+    );
+  });
+});
