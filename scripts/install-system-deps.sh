@@ -7,6 +7,7 @@ packages=()
 need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
 # One `need COMMAND PACKAGE` line per package.
 need chromium chromium
+need pg_ctlcluster postgresql
 if [ "${#packages[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-system-deps: need root to install: ${packages[*]}" >&2

@@ -9,11 +9,12 @@ import { certifyServer } from "../../conformance/server/index.js";
 import type { ClockSetting } from "../../conformance/server/clock.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
+import { postgresBinDir, startTestPostgres } from "../../scripts/postgres.js";
 
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/server-expected-failures.json"));
 const client = loadConfig().clients[0]!;
 
-async function certify(variant: BrokenServer | undefined, clock: ClockSetting, only?: string[]) {
+async function certify(variant: BrokenServer | undefined, clock: ClockSetting, only?: string[], databaseUrl?: string) {
   return certifyServer({
     baseUrl: "",
     authUrl: "",
@@ -26,6 +27,7 @@ async function certify(variant: BrokenServer | undefined, clock: ClockSetting, o
       const server = await startServer({
         conformance: true,
         allowPrivateWebhooks: true,
+        databaseUrl,
         clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
         smtpUrl: env.smtpUrl,
         webhookCa: env.caCert,
@@ -45,6 +47,16 @@ describe("server certification", () => {
   it("certifies the reference server in virtual time", async () => {
     const report = await certify(undefined, { kind: "virtual" });
     expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
+  });
+
+  it.runIf(postgresBinDir() !== undefined)("certifies the reference server on PostgreSQL storage", async () => {
+    const pg = await startTestPostgres();
+    try {
+      const report = await certify(undefined, { kind: "virtual" }, undefined, await pg.createDatabase("certify"));
+      expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
+    } finally {
+      pg.stop();
+    }
   });
 
   it("certifies the reference server in scaled time", async () => {

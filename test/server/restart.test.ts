@@ -8,24 +8,39 @@ import { answers, startReceiver, type Receiver } from "../../conformance/harness
 import { createPartnerClient } from "../../src/client/index.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 import { loadDeliveryRules } from "../../src/spec.js";
+import { postgresBinDir, startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
+
+const hasPostgres = postgresBinDir() !== undefined;
+if (!hasPostgres && process.env.CI) throw new Error("CI needs PostgreSQL: scripts/install-system-deps.sh installs it");
+if (!hasPostgres) console.warn("PostgreSQL storage tests skipped: PostgreSQL is not installed (scripts/install-system-deps.sh)");
 
 const client = loadConfig().clients[0]!;
 const [firstWait, secondWait] = loadDeliveryRules().retryWaitsSeconds as [number, number];
 
-describe("restart in the middle of a retry schedule", () => {
+const backends = [
+  { name: "embedded (PGlite)", postgres: false },
+  ...(hasPostgres ? [{ name: "PostgreSQL", postgres: true }] : []),
+];
+
+describe.each(backends)("restart in the middle of a retry schedule, $name storage", ({ postgres }) => {
   let receiver: Receiver;
   let dataDir: string;
+  let server: TestPostgres | undefined;
+  let storage: { dataDir?: string; databaseUrl?: string };
   beforeAll(async () => {
     receiver = await startReceiver();
     dataDir = await mkdtemp(path.join(tmpdir(), "reference-db-"));
+    server = postgres ? await startTestPostgres() : undefined;
+    storage = server ? { databaseUrl: await server.createDatabase("restart") } : { dataDir };
   });
   afterAll(async () => {
     await receiver.close();
+    server?.stop();
     await rm(dataDir, { recursive: true, force: true });
   });
 
   const start = (clockStart?: number) =>
-    startServer({ dataDir, clock: { mode: "virtual", start: clockStart }, conformance: true, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
+    startServer({ ...storage, clock: { mode: "virtual", start: clockStart }, conformance: true, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
   const advance = (server: RunningServer, seconds: number) =>
     fetch(`${server.url}/conformance/clock/advance`, { method: "POST", body: JSON.stringify({ seconds }), headers: { "content-type": "application/json" } }).then((r) => r.json());
 
