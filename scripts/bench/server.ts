@@ -1,0 +1,101 @@
+// The reference server and the server certification: certification wall time (virtual and scaled
+// time), delivery throughput against a bare undici loop, and retry lateness in scaled time.
+import { Agent, request } from "undici";
+import { certifyServer } from "../../conformance/server/index.js";
+import { answers, startReceiver } from "../../conformance/harness/receiver.js";
+import { loadConfig, startServer } from "../../src/server/index.js";
+import { loadDeliveryRules } from "../../src/spec.js";
+import type { Bench } from "../bench.js";
+
+const client = loadConfig().clients[0]!;
+
+async function certificationSeconds(clock: { kind: "virtual" } | { kind: "scaled"; factor: number }): Promise<[number, boolean]> {
+  const start = performance.now();
+  const report = await certifyServer({
+    baseUrl: "",
+    authUrl: "",
+    controlUrl: "",
+    clientId: client.clientId,
+    clientSecret: client.clientSecret,
+    partnerEmail: client.contactEmail,
+    clock,
+    async launch(env) {
+      const server = await startServer({
+        conformance: true,
+        allowPrivateWebhooks: true,
+        clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
+        smtpUrl: env.smtpUrl,
+        webhookCa: env.caCert,
+        log: () => undefined,
+      });
+      return { url: server.url, stop: () => server.close() };
+    },
+  });
+  return [(performance.now() - start) / 1000, report.passed];
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const bench: Bench = async () => {
+  const results = [];
+  const [virtual, virtualOk] = await certificationSeconds({ kind: "virtual" });
+  results.push({ name: "full server certification, virtual time (incl. server start)", value: `${virtual.toFixed(2)} s, ${virtualOk ? "certified" : "NOT certified"}`, target: "< 10 s" });
+  const [scaled, scaledOk] = await certificationSeconds({ kind: "scaled", factor: 0.0001 });
+  results.push({ name: "full server certification, scaled time 1e-4", value: `${scaled.toFixed(2)} s, ${scaledOk ? "certified" : "NOT certified"}` });
+
+  // Throughput: N events to one webhook, against N bare signed-size POSTs with the same concurrency.
+  const n = 300;
+  const receiver = await startReceiver();
+  const agent = new Agent({ connect: { ca: receiver.pki.caCert } });
+  const body = Buffer.alloc(400, 120);
+  let start = performance.now();
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      const r = await request(receiver.url("bare"), { method: "POST", body, headers: { "content-type": "application/json" }, dispatcher: agent });
+      await r.body.dump();
+    }),
+  );
+  const bareRate = n / ((performance.now() - start) / 1000);
+  const server = await startServer({ clock: { mode: "virtual" }, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
+  await server.db.query(
+    "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('1', $1, $2, $3, '4711', 'whsec-bench-0123456789', 0)",
+    [client.clientId, receiver.url("engine"), JSON.stringify(["review.created"])],
+  );
+  for (let i = 0; i < n; i++) await server.engine.emit("review.created", "4711", { reviewID: String(i + 1), businessID: "4711", rating: 5, reviewer: { name: "B" }, createdAt: "2026-11-22T14:00:00Z" });
+  start = performance.now();
+  await server.engine.runDue();
+  const engineRate = receiver.at("engine").length / ((performance.now() - start) / 1000);
+  await server.close();
+  results.push({ name: `delivery throughput, ${n} signed deliveries`, value: `${(engineRate / bareRate).toFixed(2)}x bare undici POSTs (${Math.round(engineRate)}/s vs ${Math.round(bareRate)}/s)` });
+
+  // Lateness of retries in scaled time: each event fails once, its retry is due one first wait later.
+  const scale = 0.001;
+  const firstWaitMs = loadDeliveryRules().retryWaitsSeconds[0]! * 1000 * scale;
+  const scaledServer = await startServer({ clock: { mode: "scaled", scale }, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
+  await scaledServer.db.query(
+    "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('1', $1, $2, $3, '4711', 'whsec-bench-0123456789', 0)",
+    [client.clientId, receiver.url("late"), JSON.stringify(["review.created"])],
+  );
+  const events = 40;
+  receiver.script("late", Array.from({ length: events }, () => answers.status(500)), answers.ok);
+  for (let i = 0; i < events; i++) await scaledServer.engine.emit("review.created", "4711", { reviewID: String(i + 1), businessID: "4711", rating: 4, reviewer: { name: "L" }, createdAt: "2026-11-22T14:00:00Z" });
+  await receiver.waitFor((d) => d.filter((x) => x.endpoint === "late").length >= 2 * events, 30_000, "retries");
+  const byId = new Map<string, number[]>();
+  for (const d of receiver.at("late")) {
+    const id = (JSON.parse(d.body.toString()) as { id: string }).id;
+    byId.set(id, [...(byId.get(id) ?? []), d.arrivedAt]);
+  }
+  const lateness = [...byId.values()].filter((t) => t.length >= 2).map(([a, b]) => b! - a! - firstWaitMs);
+  await scaledServer.close();
+  await agent.close();
+  await receiver.close();
+  results.push({
+    name: `retry lateness, scaled time ${scale} (${lateness.length} retries, ${firstWaitMs} ms wait)`,
+    value: `p50 ${percentile(lateness, 50).toFixed(1)} ms, p99 ${percentile(lateness, 99).toFixed(1)} ms real`,
+  });
+  return results;
+};
+export default bench;
