@@ -91,8 +91,8 @@ interface AttemptRow {
 export interface DeliveryEngine {
   /** Records an event and queues its first attempt for every enabled, subscribed webhook of the business. */
   emit(name: EventName, businessID: string, data: Record<string, unknown>, at?: number): Promise<{ id: string; queuedFor: number }>;
-  /** Makes every attempt (and lead expiry) due by `now` and waits for their outcomes. */
-  runDue(): Promise<void>;
+  /** Makes every attempt (and lead expiry) due by `now` and (by default) waits for their outcomes. */
+  runDue(waitForAttempts?: boolean): Promise<void>;
   /** Virtual clock: moves it by `seconds`, running everything that falls due on the way, in order. */
   advance(seconds: number): Promise<void>;
   start(): Promise<void>;
@@ -287,23 +287,32 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return rows;
   }
 
-  async function runDueOnce(): Promise<void> {
+  /**
+   * Claims what is due and starts the attempts, each on its own: a slow or hanging receiver delays
+   * nobody else. With `waitForAttempts` (virtual time, tests) it also waits for their outcomes.
+   */
+  async function runDueOnce(waitForAttempts: boolean): Promise<void> {
     const now = clock.now();
     await expireLeads(now);
     const due = await claimDue(now);
-    const work = due.map((a) =>
-      attempt(a).catch((e: unknown) => options.log(`attempt ${a.id} failed to run: ${(e as Error).message}`)),
-    );
-    for (const w of work) inFlight.add(w);
-    await Promise.all(work);
-    for (const w of work) inFlight.delete(w);
-    await sendPendingNotifications();
+    const work = due.map((a) => {
+      const w: Promise<void> = attempt(a)
+        .catch((e: unknown) => options.log(`attempt ${a.id} failed to run: ${(e as Error).message}`))
+        .then(() => sendPendingNotifications())
+        .finally(() => {
+          inFlight.delete(w);
+          wake(); // its retry may be due before the next scheduled check
+        });
+      inFlight.add(w);
+      return w;
+    });
+    if (waitForAttempts) await Promise.all(work);
   }
 
   /** Serializes runs: callers that arrive during a run wait for a fresh one. */
-  async function runDue(): Promise<void> {
+  async function runDue(waitForAttempts = true): Promise<void> {
     while (running) await running;
-    running = runDueOnce().finally(() => {
+    running = runDueOnce(waitForAttempts).finally(() => {
       running = undefined;
     });
     await running;
@@ -327,7 +336,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   async function loop(): Promise<void> {
     if (stopped) return;
     try {
-      await runDue();
+      await runDue(false);
       const next = await nextDueAt();
       // Re-check at least every second of real time, in case another process queued work.
       const delay = next === undefined ? 1000 : Math.min(1000, clock.realDelayUntil(next));
