@@ -1,5 +1,7 @@
 // A certificate authority and a server certificate made fresh for one run, so that an implementation
 // under test can trust the suite's HTTPS receiver without trusting anything else.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { generate } from "selfsigned";
 
 export interface TestPki {
@@ -40,4 +42,23 @@ export async function createTestPki(hosts: { dns: string[]; ips: string[] } = { 
     ],
   });
   return { caCert: ca.cert, cert: server.cert, key: server.private };
+}
+
+/**
+ * The PKI kept in a folder (ca.pem, cert.pem, key.pem), made on first use: for an implementation that is
+ * started before the suite and told to trust `dir/ca.pem`.
+ */
+export async function loadOrCreatePki(dir: string): Promise<TestPki> {
+  const files = { caCert: "ca.pem", cert: "cert.pem", key: "key.pem" } as const;
+  if (Object.values(files).every((f) => existsSync(path.join(dir, f)))) {
+    return {
+      caCert: readFileSync(path.join(dir, files.caCert), "utf8"),
+      cert: readFileSync(path.join(dir, files.cert), "utf8"),
+      key: readFileSync(path.join(dir, files.key), "utf8"),
+    };
+  }
+  const pki = await createTestPki();
+  mkdirSync(dir, { recursive: true });
+  for (const [key, file] of Object.entries(files)) writeFileSync(path.join(dir, file), pki[key as keyof TestPki]);
+  return pki;
 }

@@ -22,7 +22,7 @@ export interface SmtpSink {
   close(): Promise<void>;
 }
 
-export async function startSmtpSink(host = "127.0.0.1"): Promise<SmtpSink> {
+export async function startSmtpSink(host = "127.0.0.1", port = 0): Promise<SmtpSink> {
   const messages: CapturedMail[] = [];
   const arrivals = new EventEmitter();
   const server = new SMTPServer({
@@ -47,11 +47,11 @@ export async function startSmtpSink(host = "127.0.0.1"): Promise<SmtpSink> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, host, () => resolve());
+    server.listen(port, host, () => resolve());
   });
-  const { port } = server.server.address() as AddressInfo;
+  const { port: bound } = server.server.address() as AddressInfo;
   return {
-    url: `smtp://${host}:${port}`,
+    url: `smtp://${host}:${bound}`,
     messages,
     waitFor: (predicate, timeoutMs, what) => waitUntil(arrivals, "message", () => predicate(messages), timeoutMs, what),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),

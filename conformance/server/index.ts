@@ -1,6 +1,7 @@
 // Certification of a webhook-sending server: `certifyServer(options)` from code, `certify server` from the CLI.
 import type { RunOptions, SuiteReport } from "../framework/check.js";
 import { runChecks } from "../framework/check.js";
+import { loadOrCreatePki } from "../harness/pki.js";
 import { startReceiver } from "../harness/receiver.js";
 import { startSmtpSink } from "../harness/smtp-sink.js";
 import { serverChecks } from "./checks.js";
@@ -19,13 +20,17 @@ export interface SuiteEnvironment {
 export interface CertifyServerOptions extends ServerSuiteOptions {
   /** A shell command that starts the implementation; it is given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK. */
   start?: string;
+  /** Keep the receiver's CA in this folder (made on first use) for an implementation started beforehand. */
+  pkiDir?: string;
+  /** Port of the SMTP sink (default: any free port), for an implementation started beforehand. */
+  smtpPort?: number;
   /** Or a function that starts it in this process (tests, benchmarks); the URL it returns serves API, auth and control. */
   launch?: (env: SuiteEnvironment) => Promise<{ url: string; stop(): Promise<void> }>;
 }
 
 export async function certifyServer(options: CertifyServerOptions, run: RunOptions = {}): Promise<SuiteReport> {
-  const receiver = await startReceiver();
-  const smtp = await startSmtpSink();
+  const receiver = await startReceiver(options.pkiDir ? { pki: await loadOrCreatePki(options.pkiDir) } : {});
+  const smtp = await startSmtpSink("127.0.0.1", options.smtpPort ?? 0);
   const started = options.launch
     ? await options.launch({ caCert: receiver.pki.caCert, smtpUrl: smtp.url })
     : options.start

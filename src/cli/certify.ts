@@ -63,7 +63,9 @@ function serverCommand(): Command {
       .option("--other-business-id <id>", "another existing business", defaultTargets.otherBusinessId)
       .option("--category-id <id>", "category for the service request", defaultTargets.categoryId)
       .option("--zip <zip>", "postal code for the service request", defaultTargets.zip)
-      .option("--start <command>", "start the implementation with this shell command (given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK) and stop it afterwards"),
+      .option("--start <command>", "start the implementation with this shell command (given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK) and stop it afterwards")
+      .option("--pki-dir <dir>", "without --start: keep the receiver's CA in DIR/ca.pem (made on first use) for the implementation to trust")
+      .option("--smtp-port <port>", "without --start: the port of the suite's SMTP sink, for the implementation's SMTP_URL"),
   ).action(async (opts: ReportFlags & Record<string, string>) => {
     const { certifyServer } = await import("../../conformance/server/index.js");
     const { parseClockSetting } = await import("../../conformance/server/clock.js");
@@ -82,6 +84,8 @@ function serverCommand(): Command {
           categoryId: opts.categoryId!,
           zip: opts.zip!,
           start: opts.start,
+          pkiDir: opts.pkiDir,
+          smtpPort: opts.smtpPort === undefined ? undefined : Number(opts.smtpPort),
         },
         run,
       ),
