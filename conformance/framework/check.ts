@@ -10,7 +10,8 @@ export interface Check<Ctx> {
   section: string;
   /** One sentence: what a passing implementation does. */
   title: string;
-  run(ctx: Ctx): Promise<void>;
+  /** Throws CheckFailed when the assertion does not hold; may resolve with a note for the report (e.g. inputs tried). */
+  run(ctx: Ctx): Promise<void | string>;
 }
 
 const KEBAB = /^[a-z0-9]+(-[a-z0-9]+)*$/;
@@ -50,6 +51,8 @@ export interface CheckResult {
   durationMs: number;
   /** Why it failed (or was skipped). */
   message?: string;
+  /** What a passing check reports about its run, e.g. "100 generated inputs (seed 42)". */
+  note?: string;
   expected?: unknown;
   actual?: unknown;
 }
@@ -103,8 +106,8 @@ export async function runChecks<Ctx>(
     } else {
       const t0 = performance.now();
       try {
-        await check.run(ctx);
-        result = { ...base, status: "passed", durationMs: performance.now() - t0 };
+        const note = await check.run(ctx);
+        result = { ...base, status: "passed", durationMs: performance.now() - t0, ...(note ? { note } : {}) };
       } catch (error) {
         const durationMs = performance.now() - t0;
         result =

@@ -16,7 +16,7 @@ function show(value: unknown): string {
 
 /** One console row: status, id, duration, and on failure what was expected and seen. */
 export function formatResult(result: CheckResult): string {
-  const row = `${STATUS[result.status]}  ${result.id.padEnd(44)} ${`${Math.round(result.durationMs)} ms`.padStart(8)}  ${result.section}`;
+  const row = `${STATUS[result.status]}  ${result.id.padEnd(44)} ${`${Math.round(result.durationMs)} ms`.padStart(8)}  ${result.section}${result.note ? `  (${result.note})` : ""}`;
   if (result.status !== "failed") return row;
   const lines = [row, `      ${result.message ?? ""}`];
   if ("expected" in result || "actual" in result) {
@@ -45,6 +45,7 @@ export function toJUnitXml(report: SuiteReport): string {
       .name(`${result.id} (${result.section})`)
       .time(result.durationMs / 1000);
     if (result.status === "skipped") testCase.skipped();
+    if (result.note) testCase.standardOutput(result.note);
     if (result.status === "failed") {
       testCase.failure(result.message ?? "failed", "CheckFailed");
       testCase.standardOutput(`${result.title}\nexpected: ${show(result.expected)}\nactual: ${show(result.actual)}`);

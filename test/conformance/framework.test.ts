@@ -62,6 +62,14 @@ describe("conformance framework", () => {
     expect(xml).toContain(`message="unexpected error: boom &lt;&amp;>"`);
   });
 
+  it("keeps the note a passing check resolves with, in the row, the JSON and the JUnit output", async () => {
+    const noted = defineCheck<unknown>({ id: "tries-inputs", section: "§0", title: "Tries inputs.", run: async () => "100 inputs" });
+    const report = await runChecks("demo", "memory", [noted], {});
+    expect(report.results[0]).toMatchObject({ status: "passed", note: "100 inputs" });
+    expect(formatResult(report.results[0]!)).toMatch(/^PASS {2}tries-inputs .*§0 {2}\(100 inputs\)$/);
+    expect(toJUnitXml(report)).toContain("<system-out><![CDATA[100 inputs]]></system-out>");
+  });
+
   it("compares failures with an expected-failures entry both ways", async () => {
     const report = await runChecks("demo", "memory", checks, { value: 1 });
     expect(compareWithExpected(report, ["value-is-two", "never-throws"])).toEqual({ unexpected: [], stale: [] });
