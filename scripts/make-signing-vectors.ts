@@ -50,7 +50,10 @@ const escapes = Buffer.from(
     '"Caf\\u00e9 at 9? \\u2028 The leak is \\"under\\" the sink \\ud83d\\udebf"',
   ),
 );
-const nonAscii = Buffer.from(JSON.stringify({ ...message, data: { ...message.data, text: "Café – Straße – 東京 – 🔧" } }));
+// Another event than the escapes vector: receivers that deduplicate by id must see two events.
+const nonAscii = Buffer.from(
+  JSON.stringify({ ...message, id: "evt_01JDB3F2H4K6M8P0R2T4V6X8Z1", data: { ...message.data, text: "Café – Straße – 東京 – 🔧" } }),
+);
 const payment = eventExample("payment.received");
 const numbers = Buffer.from(
   JSON.stringify({ ...payment, data: { ...payment.data, amount: { amount: 18950, currency: "USD" } } })

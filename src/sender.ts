@@ -47,6 +47,8 @@ export interface DeliverOptions {
   timeoutMs?: number;
   /** For HTTPS with a private CA (`--ca`) or none at all (`--insecure`). */
   dispatcher?: Dispatcher;
+  /** A signature header to send instead of the right one (null: none), for testing receivers. */
+  header?: string | null;
 }
 
 export function tlsDispatcher(options: { ca?: string; insecure?: boolean }): Dispatcher | undefined {
@@ -62,7 +64,10 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
     const response = await request(url, {
       method: rules.method,
       body,
-      headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signPayload(body, options.secret) },
+      headers: {
+        "content-type": rules.contentType,
+        ...(options.header === null ? {} : { [rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
+      },
       signal: AbortSignal.timeout(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000),
       ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
     });

@@ -93,11 +93,33 @@ function serverCommand(): Command {
   });
 }
 
+function receiverCommand(): Command {
+  return withReportFlags(
+    new Command("receiver")
+      .description("Certify a partner's webhook receiver: it must acknowledge signed events and refuse every forgery.")
+      .requiredOption("--url <url>", "the receiver's URL")
+      .requiredOption("--secret <secret>", "the webhook secret it verifies with")
+      .addOption(new Option("--insecure", "accept any TLS certificate").conflicts("ca"))
+      .option("--ca <file>", "trust this CA certificate (PEM) for HTTPS"),
+  ).action(async (opts: ReportFlags & { url: string; secret: string; insecure?: boolean; ca?: string }) => {
+    const { certifyReceiver } = await import("../../conformance/receiver/index.js");
+    const { tlsDispatcher } = await import("../sender.js");
+    const { readFile } = await import("node:fs/promises");
+    const dispatcher = tlsDispatcher({ insecure: opts.insecure, ca: opts.ca ? await readFile(opts.ca, "utf8") : undefined });
+    try {
+      await runSuiteFromCli(opts, (run) => certifyReceiver({ url: opts.url, secret: opts.secret, dispatcher }, run));
+    } finally {
+      await dispatcher?.close();
+    }
+  });
+}
+
 /** The `certify` command; each suite adds its subcommand here, one line each. */
 export function certifyCommand(): Command {
   const certify = new Command("certify").description(
     "Certify an implementation against Partner Platform v4: a webhook-sending server, a partner's webhook receiver, or a REST API.",
   );
   certify.addCommand(serverCommand());
+  certify.addCommand(receiverCommand());
   return certify;
 }

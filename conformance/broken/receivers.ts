@@ -1,0 +1,57 @@
+// The catalogue of broken receivers: a correct node:http receiver with exactly one fault each. The
+// receiver certification must catch every one (conformance/broken/receiver-expected-failures.json).
+import { createHmac } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { readRawBody, sendProblem, verifyDelivery } from "../../src/receiver.js";
+import { loadDeliveryRules } from "../../src/spec.js";
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+const header = () => loadDeliveryRules().signatureHeader.toLowerCase();
+const hmac = (body: Buffer | string, secret: string) => createHmac("sha256", secret).update(body).digest("hex");
+
+/** A receiver that is correct but for `decide`, which may override the verdict on the raw body. */
+function receiver(
+  secret: string,
+  decide: (body: Buffer, signature: string | undefined, correct: () => number) => number | Promise<number>,
+): Handler {
+  return (req, res) => {
+    void (async () => {
+      const body = await readRawBody(req, 1024 * 1024);
+      if (body === "too-large") return void res.writeHead(413).end();
+      const correct = () => {
+        const result = verifyDelivery(body, req.headers, secret);
+        if (!result.ok) sendProblem(res, result.problem);
+        return result.ok ? 204 : result.problem.status;
+      };
+      const status = await decide(body, req.headers[header()] as string | undefined, correct);
+      if (!res.headersSent) res.writeHead(status).end();
+    })();
+  };
+}
+
+export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: number }) => Handler> = {
+  "no-verification": (secret) => receiver(secret, () => 204),
+  "verifies-reserialized-json": (secret) =>
+    receiver(secret, (body, signature) => {
+      const again = JSON.stringify(JSON.parse(body.toString("utf8")));
+      return signature === hmac(again, secret) ? 204 : 401;
+    }),
+  "accepts-missing-header": (secret) => receiver(secret, (_body, signature, correct) => (signature === undefined ? 204 : correct())),
+  "accepts-signature-prefix": (secret) =>
+    receiver(secret, (body, signature) => (signature && hmac(body, secret).startsWith(signature) ? 204 : 401)),
+  "rejects-duplicates": (secret) => {
+    const seen = new Set<string>();
+    return receiver(secret, (body, _signature, correct) => {
+      const id = (JSON.parse(body.toString("utf8")) as { id?: string }).id ?? "";
+      if (seen.has(id)) return 409;
+      const status = correct();
+      if (status < 300) seen.add(id);
+      return status;
+    });
+  },
+  "answers-after-timeout": (secret, { delayMs }) =>
+    receiver(secret, async (_body, _signature, correct) => {
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      return correct();
+    }),
+};

@@ -1,0 +1,66 @@
+// Proof that the receiver certification certifies: the package's example receivers pass, and each
+// broken receiver fails exactly the checks listed for it.
+import { once } from "node:events";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { createExpressReceiver } from "../../examples/receivers/express.js";
+import { createFastifyReceiver } from "../../examples/receivers/fastify.js";
+import { createNodeReceiver } from "../../examples/receivers/node-http.js";
+import { brokenReceivers } from "../../conformance/broken/receivers.js";
+import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
+import { formatResult } from "../../conformance/framework/report.js";
+import { certifyHandler, certifyReceiver } from "../../conformance/receiver/index.js";
+import { packageRoot } from "../../src/paths.js";
+
+const secret = "whsec-partner-receiver-0123456789";
+const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/receiver-expected-failures.json"));
+const failures = (report: Awaited<ReturnType<typeof certifyReceiver>>) => report.results.filter((r) => r.status !== "passed").map(formatResult);
+
+async function urlOf(server: Server, pathname: string): Promise<string> {
+  if (!server.listening) await once(server, "listening");
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}${pathname}`;
+}
+
+describe("receiver certification", () => {
+  it("certifies the node:http example receiver", async () => {
+    const server = createNodeReceiver(secret, () => undefined).listen(0, "127.0.0.1");
+    try {
+      expect(failures(await certifyReceiver({ url: await urlOf(server, "/"), secret }))).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("certifies the Express example receiver", async () => {
+    const server = createExpressReceiver(secret, () => undefined).listen(0, "127.0.0.1");
+    try {
+      expect(failures(await certifyReceiver({ url: await urlOf(server, "/webhooks/partner-platform"), secret }))).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("certifies the Fastify example receiver", async () => {
+    const app = createFastifyReceiver(secret, () => undefined);
+    const origin = await app.listen({ port: 0, host: "127.0.0.1" });
+    try {
+      expect(failures(await certifyReceiver({ url: `${origin}/webhooks/partner-platform`, secret }))).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("lists every broken receiver in the expected-failures file, and nothing else", () => {
+    expect(Object.keys(expected.variants).sort()).toEqual(Object.keys(brokenReceivers).sort());
+  });
+
+  it.each(Object.keys(brokenReceivers).map((id) => [id] as const))("catches the broken receiver %s with the checks that name its fault", async (id) => {
+    // A short attempt timeout keeps the slow receiver's run short: it answers after 400 ms, past 250 ms.
+    const report = await certifyHandler(brokenReceivers[id]!(secret, { delayMs: 400 }), { secret, timeoutMs: 250 });
+    const fails = expected.variants[id]!.fails;
+    expect(compareWithExpected(report, fails), failures(report).join("\n")).toEqual({ unexpected: [], stale: [] });
+    expect(fails.length).toBeGreaterThan(0);
+  });
+});
