@@ -41,11 +41,6 @@ function percentile(values: number[], p: number): number {
 
 const bench: Bench = async () => {
   const results = [];
-  const [virtual, virtualOk] = await certificationSeconds({ kind: "virtual" });
-  results.push({ name: "full server certification, virtual time (incl. server start)", value: `${virtual.toFixed(2)} s, ${virtualOk ? "certified" : "NOT certified"}`, target: "< 10 s" });
-  const [scaled, scaledOk] = await certificationSeconds({ kind: "scaled", factor: 0.0001 });
-  results.push({ name: "full server certification, scaled time 1e-4", value: `${scaled.toFixed(2)} s, ${scaledOk ? "certified" : "NOT certified"}` });
-
   // Throughput: N events to one webhook, against N bare signed-size POSTs with the same concurrency.
   const n = 300;
   const receiver = await startReceiver();
@@ -71,31 +66,37 @@ const bench: Bench = async () => {
   await server.close();
   results.push({ name: `delivery throughput, ${n} signed deliveries`, value: `${(engineRate / bareRate).toFixed(2)}x bare undici POSTs (${Math.round(engineRate)}/s vs ${Math.round(bareRate)}/s)` });
 
-  // Lateness of retries in scaled time: each event fails once, its retry is due one first wait later.
+  // Lateness of retries in scaled time: one event to many webhooks, each failing its first attempt
+  // (one failure per webhook, far from disabling); each retry is due one first wait later.
   const scale = 0.001;
   const firstWaitMs = loadDeliveryRules().retryWaitsSeconds[0]! * 1000 * scale;
   const scaledServer = await startServer({ clock: { mode: "scaled", scale }, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
-  await scaledServer.db.query(
-    "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('1', $1, $2, $3, '4711', 'whsec-bench-0123456789', 0)",
-    [client.clientId, receiver.url("late"), JSON.stringify(["review.created"])],
-  );
-  const events = 40;
-  receiver.script("late", Array.from({ length: events }, () => answers.status(500)), answers.ok);
-  for (let i = 0; i < events; i++) await scaledServer.engine.emit("review.created", "4711", { reviewID: String(i + 1), businessID: "4711", rating: 4, reviewer: { name: "L" }, createdAt: "2026-11-22T14:00:00Z" });
-  await receiver.waitFor((d) => d.filter((x) => x.endpoint === "late").length >= 2 * events, 30_000, "retries");
-  const byId = new Map<string, number[]>();
-  for (const d of receiver.at("late")) {
-    const id = (JSON.parse(d.body.toString()) as { id: string }).id;
-    byId.set(id, [...(byId.get(id) ?? []), d.arrivedAt]);
+  const webhooks = 40;
+  for (let i = 1; i <= webhooks; i++) {
+    receiver.script(`late-${i}`, [answers.status(500)], answers.ok);
+    await scaledServer.db.query(
+      "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ($1, $2, $3, $4, '4711', 'whsec-bench-0123456789', 0)",
+      [String(i), client.clientId, receiver.url(`late-${i}`), JSON.stringify(["review.created"])],
+    );
   }
-  const lateness = [...byId.values()].filter((t) => t.length >= 2).map(([a, b]) => b! - a! - firstWaitMs);
+  await scaledServer.engine.emit("review.created", "4711", { reviewID: "1", businessID: "4711", rating: 4, reviewer: { name: "L" }, createdAt: "2026-11-22T14:00:00Z" });
+  await receiver.waitFor((d) => d.filter((x) => x.endpoint.startsWith("late-")).length >= 2 * webhooks, 30_000, "retries");
+  const lateness = Array.from({ length: webhooks }, (_, i) => {
+    const [first, retry] = receiver.at(`late-${i + 1}`);
+    return retry!.arrivedAt - first!.arrivedAt - firstWaitMs;
+  });
   await scaledServer.close();
   await agent.close();
   await receiver.close();
   results.push({
-    name: `retry lateness, scaled time ${scale} (${lateness.length} retries, ${firstWaitMs} ms wait)`,
+    name: `retry lateness, scaled time ${scale} (${webhooks} retries due ${firstWaitMs} ms after their failure)`,
     value: `p50 ${percentile(lateness, 50).toFixed(1)} ms, p99 ${percentile(lateness, 99).toFixed(1)} ms real`,
   });
+  const [virtual, virtualOk] = await certificationSeconds({ kind: "virtual" });
+  results.push({ name: "full server certification, virtual time (incl. server start)", value: `${virtual.toFixed(2)} s, ${virtualOk ? "certified" : "NOT certified"}`, target: "< 10 s" });
+  const [scaled, scaledOk] = await certificationSeconds({ kind: "scaled", factor: 0.0001 });
+  results.push({ name: "full server certification, scaled time 1e-4", value: `${scaled.toFixed(2)} s, ${scaledOk ? "certified" : "NOT certified"}` });
+
   return results;
 };
 export default bench;
