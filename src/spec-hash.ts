@@ -10,10 +10,13 @@ function listFiles(dir: string): string[] {
   });
 }
 
-/** SHA-256 over every file in spec/ (paths and contents): generated/manifest.json records it. */
+/** The files generation reads: TypeSpec sources and configuration, and the AsyncAPI document (not the prose). */
+const INPUT = /\.(tsp|ya?ml)$/;
+
+/** SHA-256 over the generation inputs in spec/ (paths and contents): generated/manifest.json records it. */
 export function specHash(specDir = path.join(packageRoot, "spec")): string {
   const hash = createHash("sha256");
-  for (const file of listFiles(specDir).sort()) {
+  for (const file of listFiles(specDir).filter((f) => INPUT.test(f)).sort()) {
     hash.update(path.relative(specDir, file).split(path.sep).join("/")).update("\0");
     hash.update(readFileSync(file)).update("\0");
   }
