@@ -59,7 +59,8 @@ export interface EngineOptions {
   /** Sends the "webhook disabled" e-mail; resolves once the SMTP server accepted it. */
   sendMail: (to: string, subject: string, text: string) => Promise<void>;
   contactEmailFor: (clientId: string) => string | undefined;
-  dispatcher?: Dispatcher;
+  /** Pools connections per receiver (and trusts extra CAs). */
+  dispatcher: Dispatcher;
   allowPrivateWebhooks: boolean;
   /** Real milliseconds an attempt may take; by default the spec's timeout (scaled clocks included). */
   attemptTimeoutRealMs: number;
@@ -251,13 +252,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
           method: rules.method,
           body,
           headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signature },
-          signal: AbortSignal.timeout(options.attemptTimeoutRealMs),
-          ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+          // Timed from the moment the request is on a connection, not while it waits for one.
+          headersTimeout: options.attemptTimeoutRealMs,
+          bodyTimeout: options.attemptTimeoutRealMs,
+          dispatcher: options.dispatcher,
         });
         status = response.statusCode;
         await response.body.dump().catch(() => undefined);
       } catch (e) {
-        timedOut = (e as Error).name === "TimeoutError";
+        const code = (e as { code?: string }).code;
+        timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT" || code === "UND_ERR_CONNECT_TIMEOUT";
         error = timedOut ? "no answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
       }
     }

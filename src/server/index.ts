@@ -1,5 +1,6 @@
 // The reference server: `startServer(options)` from code, `partner-platform serve` from the CLI.
 import { readFileSync } from "node:fs";
+import { rootCertificates } from "node:tls";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
@@ -76,7 +77,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const clockSetting = options.clock ?? { mode: "real" as const };
   const clock = createClock(clockSetting.mode, clockSetting);
   const transport = options.smtpUrl ? nodemailer.createTransport(options.smtpUrl) : undefined;
-  const dispatcher = options.webhookCa ? new Agent({ connect: { ca: options.webhookCa } }) : undefined;
+  // A bounded pool per receiver: a burst of events reuses connections instead of opening one each.
+  // Extra CAs are added to the public ones, which stay trusted.
+  const dispatcher = new Agent({ connections: 32, ...(options.webhookCa ? { connect: { ca: [...rootCertificates, options.webhookCa] } } : {}) });
   const timeoutMs =
     clock.mode === "virtual"
       ? (options.virtualAttemptTimeoutMs ?? 1000)
@@ -120,7 +123,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     async close() {
       await app.close();
       await engine.stop();
-      await dispatcher?.close();
+      await dispatcher.close();
       transport?.close();
       await db.close();
     },
