@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import type { RunOptions, SuiteReport } from "../../conformance/framework/check.js";
 import { formatResult, formatSummary, writeReports } from "../../conformance/framework/report.js";
 import { defaultTargets } from "../../conformance/server/context.js";
+import { apiCommand } from "./certify-api.js";
 
 export interface ReportFlags {
   only?: string[];
@@ -120,6 +121,7 @@ export function certifyCommand(): Command {
     "Certify an implementation against Partner Platform v4: a webhook-sending server, a partner's webhook receiver, or a REST API.",
   );
   certify.addCommand(serverCommand());
+  certify.addCommand(apiCommand());
   certify.addCommand(receiverCommand());
   return certify;
 }

@@ -1,0 +1,122 @@
+// Broken variants of the reference server for the API suite: a front that forwards every request to
+// the real server and adds exactly one fault. The suite must catch each with the checks that name it
+// (conformance/api/expected-failures.json). A front, not a switch inside src/server: the faults are
+// at the HTTP surface, so the reference server's code carries no API faults.
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { request } from "undici";
+import { loadContract, mediaTypeOf } from "./contract.js";
+
+export interface BrokenApi {
+  id: string;
+  description: string;
+}
+
+export const brokenApis = [
+  { id: "wrong-type-response-field", description: "Search answers each business's reviewCount as a string." },
+  { id: "500-on-malformed-json", description: "A body that is not JSON gets a 500 instead of a 400 problem." },
+  { id: "no-scope-check", description: "A token works for every operation, whatever scope it was issued for." },
+] as const satisfies readonly BrokenApi[];
+
+export type BrokenApiId = (typeof brokenApis)[number]["id"];
+
+interface Forwarded {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length"]);
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** Starts a front on 127.0.0.1 (port 0) that forwards to `upstream` with the fault `id`. */
+export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise<{ url: string; close(): Promise<void> }> {
+  const contract = loadContract();
+  const token = contract.tokenOperation;
+  const search = contract.apiOperations.find((o) => o.operationId === "searchBusinesses")!;
+  /** no-scope-check: each token issued → a token of the same client with every scope it may have. */
+  const widened = new Map<string, string>();
+
+  async function forward(req: IncomingMessage, body: Buffer, headers: Record<string, string> = {}): Promise<Forwarded> {
+    const outgoing: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (!HOP_BY_HOP.has(name) && name !== "host" && value !== undefined) outgoing[name] = Array.isArray(value) ? value.join(", ") : value;
+    }
+    const response = await request(`${upstream}${req.url}`, {
+      method: req.method as "GET",
+      headers: { ...outgoing, ...headers },
+      ...(body.length > 0 ? { body } : {}),
+    });
+    return { status: response.statusCode, headers: response.headers, body: Buffer.from(await response.body.arrayBuffer()) };
+  }
+
+  function reply(res: ServerResponse, answer: Forwarded): void {
+    for (const [name, value] of Object.entries(answer.headers)) {
+      if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value);
+    }
+    res.writeHead(answer.status).end(answer.body);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req);
+    const path = (req.url ?? "").split("?")[0];
+
+    if (id === "500-on-malformed-json" && mediaTypeOf(req.headers["content-type"]) === "application/json" && body.length > 0) {
+      try {
+        JSON.parse(body.toString("utf8"));
+      } catch {
+        const problem = { type: "about:blank", title: "Internal Server Error", status: 500, detail: "Unexpected token." };
+        res.writeHead(500, { "content-type": "application/problem+json" }).end(JSON.stringify(problem));
+        return;
+      }
+    }
+
+    if (id === "no-scope-check" && req.method === token.method && path === token.path) {
+      const answer = await forward(req, body);
+      if (answer.status === 200) {
+        // The same client without `scope`: every scope it may have (D11).
+        const form = new URLSearchParams(body.toString("utf8"));
+        form.delete("scope");
+        const full = await forward(req, Buffer.from(form.toString()));
+        const issued = (JSON.parse(answer.body.toString("utf8")) as { access_token: string }).access_token;
+        widened.set(issued, (JSON.parse(full.body.toString("utf8")) as { access_token: string }).access_token);
+      }
+      return reply(res, answer);
+    }
+    if (id === "no-scope-check") {
+      const presented = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
+      const wide = presented !== undefined ? widened.get(presented) : undefined;
+      return reply(res, await forward(req, body, wide ? { authorization: `Bearer ${wide}` } : {}));
+    }
+
+    const answer = await forward(req, body);
+    if (id === "wrong-type-response-field" && req.method === search.method && path === search.path && answer.status === 200) {
+      const result = JSON.parse(answer.body.toString("utf8")) as { businesses: { reviewCount: unknown }[] };
+      for (const business of result.businesses) business.reviewCount = String(business.reviewCount);
+      answer.body = Buffer.from(JSON.stringify(result));
+    }
+    reply(res, answer);
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: Error) => {
+      if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" });
+      res.end(`front: ${error.message}`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
+  };
+}

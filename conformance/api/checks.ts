@@ -1,0 +1,349 @@
+// The API checks, built from the contract: four for the token endpoint, and for each API operation
+// its success example, authentication, scope, bad bodies or queries, and generated inputs. Every
+// answer is validated against the OpenAPI document (status declared, headers, content type, body).
+import fc from "fast-check";
+import { CheckFailed, defineCheck, expectThat, type Check } from "../framework/check.js";
+import type { Contract, Operation, QueryParameter, ResponseSeen } from "./contract.js";
+import { seen, type ApiContext } from "./context.js";
+import { arbitraryOf, flatten, mutationsOf, type Mutation } from "./schema-arbitrary.js";
+
+type ApiCheck = Check<ApiContext>;
+type Json = Record<string, any>;
+
+/** One request's input: query parameters and, for operations with a body, the body value. */
+interface Input {
+  query: Record<string, string>;
+  body?: unknown;
+}
+
+/** A one-fault input and where the fault is: `/query/<name>` (D13) or a pointer into the body. */
+interface InvalidInput extends Input {
+  pointer: string;
+  kind: string;
+}
+
+/** The answer has one of `statuses` and validates against the OpenAPI document. */
+function expectAnswer(ctx: ApiContext, op: Operation, response: ResponseSeen, statuses: readonly number[], what: string): void {
+  expectThat(statuses.includes(response.status), `${what}: expected HTTP ${statuses.join(" or ")}, got ${response.status}`, statuses, seen(response));
+  const violations = ctx.contract.violations(op, response);
+  expectThat(
+    violations.length === 0,
+    `${what}: the ${response.status} answer does not validate against the OpenAPI document`,
+    "an answer valid against the document",
+    { ...seen(response), violations },
+  );
+}
+
+const jsonOf = (response: ResponseSeen): Json => {
+  try {
+    return JSON.parse(response.text) as Json;
+  } catch {
+    return {};
+  }
+};
+
+/** A pointer in `errors` names the faulty member itself or a member inside it. */
+const namesPointer = (problem: Json, pointer: string) =>
+  pointer === "" ||
+  ((problem.errors ?? []) as { pointer?: unknown }[]).some((e) => typeof e.pointer === "string" && (e.pointer === pointer || e.pointer.startsWith(`${pointer}/`)));
+
+function successExample(op: Operation) {
+  const example = op.successExamples[0];
+  if (!example) throw new Error(`the spec has no success example for ${op.operationId}`);
+  return example;
+}
+
+const bodyText = (op: Operation, body: unknown) => (op.body && body !== undefined ? JSON.stringify(body) : undefined);
+
+async function send(ctx: ApiContext, op: Operation, input: Input, token?: string): Promise<ResponseSeen> {
+  const body = bodyText(op, input.body);
+  return ctx.call(op, { query: input.query, ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}), ...(token !== undefined ? { token } : {}) });
+}
+
+const fullToken = (ctx: ApiContext) => ctx.token(ctx.contract.scopes);
+
+/** The real token with its end changed: well-formed, never issued. */
+function forge(token: string): string {
+  const tail = token.slice(-4) === "AAAA" ? "BBBB" : "AAAA";
+  return `${token.slice(0, -4)}${tail}`;
+}
+
+/**
+ * Runs a property over generated inputs with the suite's seed and count; the first failing input is
+ * reported as it was sent (no shrinking: every shrink step would be another request).
+ */
+async function property<T>(ctx: ApiContext, arbitrary: fc.Arbitrary<T>, assert: (input: T) => Promise<void>): Promise<string> {
+  const { seed, runs } = ctx.options;
+  const details = await fc.check(fc.asyncProperty(arbitrary, assert), { seed, numRuns: runs, endOnFailure: true });
+  if (!details.failed) return `${details.numRuns} generated inputs, seed ${seed}`;
+  const input = details.counterexample?.[0];
+  const error = details.errorInstance;
+  const where = `generated input ${details.numRuns} of ${runs}, seed ${seed}`;
+  if (error instanceof CheckFailed) throw new CheckFailed(`${error.message} (${where})`, error.expected, { input, answer: error.actual });
+  throw new Error(`${(error as Error | undefined)?.message ?? String(error)} (${where}, input ${JSON.stringify(input)})`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: valid ones from the schemas, invalid ones by one mutation of a valid one.
+
+function queryArbitrary(contract: Contract, params: readonly QueryParameter[]): fc.Arbitrary<Record<string, string>> {
+  const model = Object.fromEntries(
+    params.map((p) => [p.name, arbitraryOf(p.schema, contract.resolve, { examples: true }).map((v) => String(v))]),
+  );
+  return fc.record(model, { requiredKeys: params.filter((p) => p.required).map((p) => p.name) }) as fc.Arbitrary<Record<string, string>>;
+}
+
+function validInputs(contract: Contract, op: Operation): fc.Arbitrary<Input> {
+  const query = queryArbitrary(contract, op.query);
+  if (!op.body) return query.map((q) => ({ query: q }));
+  return fc.record({ query, body: arbitraryOf(op.body.schema, contract.resolve, { examples: true }) });
+}
+
+/** Every one-fault variant of a valid input: a query parameter missing or invalid, or a body fault. */
+function invalidVariants(contract: Contract, op: Operation, input: Input): InvalidInput[] {
+  const out: InvalidInput[] = [];
+  for (const p of op.query) {
+    const pointer = `/query/${p.name}`;
+    if (p.required) {
+      const { [p.name]: _removed, ...rest } = input.query;
+      out.push({ query: rest, body: input.body, pointer, kind: "missing-required" });
+    }
+    const value = input.query[p.name];
+    if (value === undefined) continue;
+    // Query values travel as text: keep the variants whose text the schema refuses.
+    const refuses = (v: unknown) => !contract.validatorAt(p.schemaPointer)(String(v));
+    const variants = mutationsOf(p.schema, value, contract.resolve).filter((m) => refuses(m.value));
+    const seenText = new Set<string>();
+    for (const m of variants) {
+      const text = String(m.value);
+      if (seenText.has(text)) continue;
+      seenText.add(text);
+      out.push({ query: { ...input.query, [p.name]: text }, body: input.body, pointer, kind: m.kind });
+    }
+  }
+  if (op.body && input.body !== undefined) {
+    const validate = contract.validatorAt(op.body.schemaPointer);
+    const mutations: Mutation[] = mutationsOf(op.body.schema, input.body, contract.resolve, (v) => !validate(v));
+    out.push(...mutations.map((m) => ({ query: input.query, body: m.value, pointer: m.pointer, kind: m.kind })));
+  }
+  return out;
+}
+
+const describeInput = (input: InvalidInput) => `${input.kind} at ${input.pointer || "the body"}`;
+
+// ---------------------------------------------------------------------------------------------
+// The token endpoint (§4.1, §5.1, D11).
+
+function tokenChecks(contract: Contract): ApiCheck[] {
+  const op = contract.tokenOperation;
+  const section = `${op.section}, D11`;
+  const form = (ctx: ApiContext, extra: Record<string, string> = {}) => ({
+    ...(successExample(op).body as Record<string, string>),
+    client_id: ctx.options.clientId,
+    client_secret: ctx.options.clientSecret,
+    ...extra,
+  });
+
+  const refusal = (id: string, title: string, what: string, code: string, make: (ctx: ApiContext) => Record<string, string>) =>
+    defineCheck<ApiContext>({
+      id,
+      section,
+      title,
+      async run(ctx) {
+        const response = await ctx.requestToken(make(ctx));
+        expectAnswer(ctx, op, response, [contract.oauthErrorStatus(code)], what);
+        const error = jsonOf(response).error;
+        expectThat(error === code, `the RFC 6749 error code is ${JSON.stringify(error)}`, code, seen(response));
+      },
+    });
+
+  const unknownScope = `${contract.scopes[0] ?? "api"}-conformance-unknown`;
+  return [
+    defineCheck<ApiContext>({
+      id: "token-issued-for-valid-credentials",
+      section,
+      title: "Valid client credentials asking for every scope of the API get an RFC 6749 Bearer token with those scopes, not cached.",
+      async run(ctx) {
+        const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
+        expectAnswer(ctx, op, response, [successExample(op).status], "token request");
+        const granted = String(jsonOf(response).scope ?? "").split(" ");
+        const missing = contract.scopes.filter((s) => !granted.includes(s));
+        expectThat(missing.length === 0, "the token lacks scopes that were asked for (the client must be allowed every scope)", contract.scopes, granted);
+      },
+    }),
+    refusal("token-rejects-unsupported-grant-type", `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type.`, "grant_type=password", "unsupported_grant_type", (ctx) =>
+      form(ctx, { grant_type: "password" }),
+    ),
+    refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "a wrong client secret", "invalid_client", (ctx) =>
+      form(ctx, { client_secret: `${ctx.options.clientSecret}-wrong` }),
+    ),
+    refusal("token-rejects-unknown-scope", `A scope the API does not have gets ${contract.oauthErrorStatus("invalid_scope")} invalid_scope.`, "an unknown scope", "invalid_scope", (ctx) =>
+      form(ctx, { scope: unknownScope }),
+    ),
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Each API operation.
+
+function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
+  const check = (suffix: string, decisions: string, title: string, run: (ctx: ApiContext) => Promise<void | string>) =>
+    defineCheck<ApiContext>({ id: `${op.slug}-${suffix}`, section: `${op.section}, ${decisions}`, title, run });
+  const problemStatus = (slug: string) => contract.problem(slug).status;
+  const declared = (status: number) => op.statuses.includes(String(status));
+  const example = () => {
+    const e = successExample(op);
+    return { input: { query: e.query, body: e.body } as Input, status: e.status };
+  };
+  const checks: ApiCheck[] = [];
+
+  checks.push(
+    check("success-example-gets-2xx", "D17", `The spec's success example of ${op.operationId} gets its 2xx status and an answer that validates.`, async (ctx) => {
+      const token = await fullToken(ctx);
+      for (const e of op.successExamples) {
+        const response = await send(ctx, op, { query: e.query, body: e.body }, token);
+        expectAnswer(ctx, op, response, [e.status], `example ${e.name}`);
+      }
+    }),
+  );
+
+  const unauthenticated = problemStatus("unauthenticated");
+  checks.push(
+    check("rejects-missing-token", "D13", `${op.operationId} without a token gets a ${unauthenticated} problem.`, async (ctx) => {
+      expectAnswer(ctx, op, await send(ctx, op, example().input), [unauthenticated], "no Authorization header");
+    }),
+    check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, async (ctx) => {
+      const response = await send(ctx, op, example().input, forge(await fullToken(ctx)));
+      expectAnswer(ctx, op, response, [unauthenticated], "a forged token");
+    }),
+    check("401-has-bearer-challenge", "D13", `Each ${unauthenticated} of ${op.operationId} carries an RFC 6750 \`WWW-Authenticate: Bearer\` challenge.`, async (ctx) => {
+      const answers = [await send(ctx, op, example().input), await send(ctx, op, example().input, forge(await fullToken(ctx)))];
+      for (const response of answers.filter((r) => r.status === unauthenticated)) {
+        const challenge = String(response.headers["www-authenticate"] ?? "");
+        expectThat(/^Bearer\b/i.test(challenge), "the WWW-Authenticate header is not a Bearer challenge", "Bearer …", challenge || "(none)");
+      }
+    }),
+  );
+
+  const otherScope = contract.scopes.find((s) => !op.scopes.includes(s));
+  if (otherScope) {
+    const forbidden = problemStatus("insufficient-scope");
+    checks.push(
+      check("requires-scope", "D12", `A valid token with only ${otherScope} gets a ${forbidden} problem naming ${op.scopes.join(" ")} in WWW-Authenticate.`, async (ctx) => {
+        const response = await send(ctx, op, example().input, await ctx.token([otherScope]));
+        expectAnswer(ctx, op, response, [forbidden], `a token with only ${otherScope}`);
+        const challenge = String(response.headers["www-authenticate"] ?? "");
+        const unnamed = op.scopes.filter((s) => !challenge.includes(s));
+        expectThat(unnamed.length === 0, "the WWW-Authenticate challenge does not name the required scope", op.scopes, challenge || "(none)");
+      }),
+    );
+  }
+
+  if (op.body) {
+    const { mediaType } = op.body;
+    const malformed = problemStatus("malformed-request");
+    if (declared(malformed)) {
+      checks.push(
+        check("malformed-json-gets-400", "D13", `A truncated or trailing-comma JSON body gets a ${malformed} problem, never a 5xx.`, async (ctx) => {
+          const text = JSON.stringify(example().input.body);
+          for (const [what, body] of [
+            ["a truncated body", text.slice(0, -1)],
+            ["a trailing comma", text.replace(/}$/, ",}")],
+          ] as const) {
+            const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
+            expectAnswer(ctx, op, response, [malformed], what);
+          }
+        }),
+      );
+    }
+    const unsupported = problemStatus("unsupported-media-type");
+    if (declared(unsupported)) {
+      checks.push(
+        check("wrong-content-type-gets-415", "D13", `The example body sent as text/plain gets a ${unsupported} problem.`, async (ctx) => {
+          const body = JSON.stringify(example().input.body);
+          const response = await ctx.call(op, { query: example().input.query, body, contentType: "text/plain", token: await fullToken(ctx) });
+          expectAnswer(ctx, op, response, [unsupported], "Content-Type text/plain");
+        }),
+      );
+    }
+    const tooLarge = problemStatus("payload-too-large");
+    if (declared(tooLarge) && op.bodyLimitBytes) {
+      const limit = op.bodyLimitBytes;
+      checks.push(
+        check("oversized-body-gets-413", "D18", `A well-formed body over ${limit} bytes gets a ${tooLarge} problem.`, async (ctx) => {
+          // The valid example plus a member the schema does not know: only its size is wrong.
+          const body = JSON.stringify({ ...(example().input.body as Json), conformancePadding: "x".repeat(limit) });
+          const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
+          expectAnswer(ctx, op, response, [tooLarge], `a ${body.length}-byte body`);
+        }),
+      );
+    }
+    const invalid = problemStatus("validation-failed");
+    if (declared(invalid)) {
+      checks.push(
+        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body gets a ${invalid} problem whose errors[].pointer names the faulty member.`, async (ctx) => {
+          const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => !v.pointer.startsWith("/query/"));
+          const token = await fullToken(ctx);
+          for (const variant of variants) {
+            const response = await send(ctx, op, variant, token);
+            expectAnswer(ctx, op, response, [invalid], describeInput(variant));
+            const problem = jsonOf(response);
+            expectThat(namesPointer(problem, variant.pointer), `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
+          }
+          return `${variants.length} invalid bodies`;
+        }),
+      );
+    }
+  }
+
+  if (op.query.length > 0) {
+    const malformed = problemStatus("malformed-request");
+    checks.push(
+      check("invalid-query-gets-400", "D13", `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>.`, async (ctx) => {
+        const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => v.pointer.startsWith("/query/"));
+        const token = await fullToken(ctx);
+        for (const variant of variants) {
+          const response = await send(ctx, op, variant, token);
+          expectAnswer(ctx, op, response, [malformed], `${describeInput(variant)} (${new URLSearchParams(variant.query)})`);
+          const problem = jsonOf(response);
+          expectThat(namesPointer(problem, variant.pointer), `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
+        }
+        return `${variants.length} invalid queries`;
+      }),
+    );
+  }
+
+  // Valid input can still name data the implementation does not hold (404), or meet a rate limit (429).
+  const accepted = [
+    ...op.statuses.filter((s) => /^2\d\d$/.test(s)).map(Number),
+    ...["not-found", "rate-limited"].map(problemStatus).filter(declared),
+  ];
+  checks.push(
+    check("generated-valid-inputs-accepted", "D13, D16, D17", `Inputs generated from the schemas get ${accepted.join("/")} (never another 4xx or a 5xx) and answers that validate.`, async (ctx) => {
+      const token = await fullToken(ctx);
+      return property(ctx, validInputs(ctx.contract, op), async (input) => {
+        expectAnswer(ctx, op, await send(ctx, op, input, token), accepted, "a valid input");
+      });
+    }),
+    check("generated-invalid-inputs-get-4xx", "D13", `One-fault variants of generated inputs get a 4xx problem (never a 2xx or a 5xx) that validates.`, async (ctx) => {
+      const token = await fullToken(ctx);
+      const arbitrary = validInputs(ctx.contract, op).chain((input) => fc.constantFrom(...invalidVariants(ctx.contract, op, input)));
+      // Any declared client error but the two about the (valid, full-scope) token.
+      const auth = [problemStatus("unauthenticated"), problemStatus("insufficient-scope")];
+      const clientErrors = op.statuses.filter((s) => /^4\d\d$/.test(s)).map(Number).filter((s) => !auth.includes(s));
+      return property(ctx, arbitrary, async (input) => {
+        expectAnswer(ctx, op, await send(ctx, op, input, token), clientErrors, describeInput(input));
+      });
+    }),
+  );
+  return checks;
+}
+
+/** Every check of the API suite, in order: the token endpoint, then each operation of the spec. */
+export function apiChecks(contract: Contract): ApiCheck[] {
+  // Fail at once on a schema outside the converter's subset, not in the middle of a run.
+  for (const op of contract.apiOperations) {
+    if (op.body) flatten(op.body.schema, contract.resolve);
+  }
+  return [...tokenChecks(contract), ...contract.apiOperations.flatMap((op) => operationChecks(contract, op))];
+}

@@ -1,0 +1,100 @@
+// What every API check works with: the contract, raw HTTP to the implementation (the checks need to
+// send what a typed client cannot: no token, broken JSON, wrong types), and cached tokens per scope set.
+import { request } from "undici";
+import type { Contract, Operation, ResponseSeen } from "./contract.js";
+
+export interface ApiSuiteOptions {
+  /** The API's `{base_url}`. */
+  baseUrl: string;
+  /** The authorization server's `{auth_url}`. */
+  authUrl: string;
+  /** A client allowed every scope of the API. */
+  clientId: string;
+  clientSecret: string;
+  /** Seed of the generated inputs (same seed, same inputs). */
+  seed?: number;
+  /** Generated inputs per property check. */
+  runs?: number;
+}
+
+export const defaultSeed = 20261122;
+export const defaultRuns = 50;
+
+export interface CallInput {
+  query?: Record<string, string>;
+  /** The raw body; sent with `contentType`. */
+  body?: string;
+  contentType?: string;
+  /** A bearer token, or none. */
+  token?: string;
+}
+
+export interface ApiContext {
+  options: Required<ApiSuiteOptions>;
+  contract: Contract;
+  /** Sends one request to an operation and reads the whole answer. */
+  call(op: Operation, input: CallInput): Promise<ResponseSeen>;
+  /** Posts a form to the token endpoint. */
+  requestToken(form: Record<string, string>): Promise<ResponseSeen>;
+  /** A token with exactly these scopes, obtained once per set. */
+  token(scopes: readonly string[]): Promise<string>;
+}
+
+/** The answer in a form that reads well in a report. */
+export function seen(response: ResponseSeen): { status: number; contentType: string | undefined; body: string } {
+  const type = response.headers["content-type"];
+  return { status: response.status, contentType: Array.isArray(type) ? type.join(", ") : type, body: response.text.slice(0, 400) };
+}
+
+export function createApiContext(options: ApiSuiteOptions, contract: Contract): ApiContext {
+  const resolved = { ...options, seed: options.seed ?? defaultSeed, runs: options.runs ?? defaultRuns };
+  const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
+  const tokens = new Map<string, Promise<string>>();
+
+  async function send(method: string, url: string, headers: Record<string, string>, body?: string): Promise<ResponseSeen> {
+    const response = await request(url, { method: method as "GET", headers, body });
+    return { status: response.statusCode, headers: response.headers, text: await response.body.text() };
+  }
+
+  async function call(op: Operation, input: CallInput): Promise<ResponseSeen> {
+    const query = input.query && Object.keys(input.query).length > 0 ? `?${new URLSearchParams(input.query)}` : "";
+    const headers: Record<string, string> = {};
+    if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
+    if (input.body !== undefined) headers["content-type"] = input.contentType ?? "application/json";
+    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body);
+  }
+
+  const requestToken = (form: Record<string, string>) =>
+    call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType });
+
+  async function obtain(scopes: readonly string[]): Promise<string> {
+    const response = await requestToken({
+      grant_type: "client_credentials",
+      client_id: options.clientId,
+      client_secret: options.clientSecret,
+      scope: scopes.join(" "),
+    });
+    const token = response.status === 200 ? (JSON.parse(response.text) as { access_token?: unknown }).access_token : undefined;
+    if (typeof token !== "string") {
+      throw new Error(`could not obtain a token for "${scopes.join(" ")}": HTTP ${response.status} ${response.text.slice(0, 200)}`);
+    }
+    return token;
+  }
+
+  return {
+    options: resolved,
+    contract,
+    call,
+    requestToken,
+    token(scopes) {
+      const key = [...scopes].sort().join(" ");
+      if (!tokens.has(key)) {
+        const pending = obtain(scopes);
+        // A refused token is retried by the next check rather than failing every later one with the same cause.
+        pending.catch(() => tokens.delete(key));
+        tokens.set(key, pending);
+      }
+      return tokens.get(key)!;
+    },
+  };
+}

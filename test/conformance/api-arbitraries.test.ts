@@ -1,0 +1,141 @@
+// The schema → fast-check converter of the API suite: every value it generates for the spec's schemas
+// validates (Ajv over the OpenAPI document), every mutation is invalid exactly where it says, and
+// schemas outside its subset are refused rather than half-generated.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { loadContract, pointerOf } from "../../conformance/api/contract.js";
+import { arbitraryOf, flatten, mutationsOf } from "../../conformance/api/schema-arbitrary.js";
+
+const contract = loadContract();
+const { resolve } = contract;
+const componentNames = Object.keys(contract.doc.components.schemas as object);
+const bodies = contract.operations.filter((op) => op.body).map((op) => [op.operationId, op.body!] as const);
+
+describe("arbitraryOf", () => {
+  it.each(componentNames.map((n) => [n]))("generates only valid values for components.schemas.%s", (name) => {
+    const validate = contract.validatorAt(pointerOf("components", "schemas", name));
+    for (const examples of [false, true]) {
+      fc.assert(
+        fc.property(arbitraryOf({ $ref: `#/components/schemas/${name}` }, resolve, { examples }), (value) => {
+          expect(validate(value), JSON.stringify({ value, errors: validate.errors })).toBe(true);
+        }),
+        { seed: 1, numRuns: 60 },
+      );
+    }
+  });
+
+  it.each(contract.apiOperations.flatMap((op) => op.query.map((q) => [`${op.operationId} ${q.name}`, q] as const)))(
+    "generates only valid query values for %s",
+    (_name, q) => {
+      const validate = contract.validatorAt(q.schemaPointer);
+      fc.assert(fc.property(arbitraryOf(q.schema, resolve, { examples: true }), (v) => validate(v)), { seed: 1, numRuns: 100 });
+    },
+  );
+
+  it("is deterministic for a seed, and mixes the schema's examples in", () => {
+    const arbitrary = arbitraryOf({ $ref: "#/components/schemas/ServiceRequestInput" }, resolve, { examples: true });
+    const first = fc.sample(arbitrary, { seed: 7, numRuns: 40 });
+    expect(fc.sample(arbitrary, { seed: 7, numRuns: 40 })).toEqual(first);
+    const categories = first.map((v) => (v as { categoryID: string }).categoryID);
+    expect(categories).toContain("1000123");
+    expect(new Set(categories).size).toBeGreaterThan(5);
+  });
+
+  it("generates public-looking https URLs, distinct events and short safe e-mail addresses", () => {
+    for (const value of fc.sample(arbitraryOf({ $ref: "#/components/schemas/WebhookRegistration" }, resolve), { seed: 3, numRuns: 100 })) {
+      const { url, events } = value as { url: string; events: string[] };
+      expect(url).toMatch(/^https:\/\/hooks\.example\.com\//);
+      expect(new Set(events).size).toBe(events.length);
+    }
+    for (const email of fc.sample(arbitraryOf({ type: "string", format: "email" }, resolve), { seed: 3, numRuns: 100 })) {
+      expect(email).toMatch(/^[a-z0-9]+(\.[a-z0-9]+)?@[a-z0-9]+\.example\.com$/);
+    }
+  });
+
+  it("honours bounds, exclusive bounds, const, nullable types and anyOf", () => {
+    const schema = {
+      type: "object",
+      required: ["i", "n", "c", "t", "a"],
+      properties: {
+        i: { type: "integer", minimum: 3, exclusiveMaximum: 6 },
+        n: { type: "number", exclusiveMinimum: 0, maximum: 1 },
+        c: { const: "fixed" },
+        t: { type: ["string", "null"], maxLength: 2 },
+        a: { anyOf: [{ type: "boolean" }, { type: "array", items: { type: "integer" }, minItems: 1, maxItems: 2 }] },
+      },
+    };
+    for (const v of fc.sample(arbitraryOf(schema, resolve), { seed: 5, numRuns: 200 }) as Record<string, any>[]) {
+      expect(v.i).toBeGreaterThanOrEqual(3);
+      expect(v.i).toBeLessThan(6);
+      expect(Number.isInteger(v.i)).toBe(true);
+      expect(v.n).toBeGreaterThan(0);
+      expect(v.n).toBeLessThanOrEqual(1);
+      expect(v.c).toBe("fixed");
+      expect(v.t === null || (typeof v.t === "string" && [...v.t].length <= 2)).toBe(true);
+      expect(typeof v.a === "boolean" || (Array.isArray(v.a) && v.a.length >= 1 && v.a.length <= 2)).toBe(true);
+    }
+  });
+
+  it("merges allOf, intersecting enums and bounds, and takes integer over number", () => {
+    const problem = flatten({ $ref: "#/components/schemas/ValidationProblem" }, resolve);
+    expect(problem.required).toEqual(expect.arrayContaining(["type", "title", "status", "detail"]));
+    expect(flatten(problem.properties.type, resolve).enum).toEqual(["urn:partner-platform:problem:validation-failed"]);
+    expect(flatten(problem.properties.status, resolve)).toMatchObject({ type: "integer", enum: [422] });
+    expect(flatten({ allOf: [{ minLength: 2, maxLength: 9 }, { minLength: 4, maxLength: 5 }] }, resolve)).toMatchObject({ minLength: 4, maxLength: 5 });
+  });
+
+  it("refuses keywords and formats outside its subset", () => {
+    expect(() => arbitraryOf({ type: "integer", multipleOf: 5 }, resolve)).toThrow('unsupported JSON Schema keyword "multipleOf"');
+    expect(() => arbitraryOf({ type: "string", format: "uuid" }, resolve)).toThrow('unsupported format "uuid"');
+    expect(() => arbitraryOf({ allOf: [{ pattern: "^a" }, { pattern: "^b" }] }, resolve)).toThrow("two different patterns");
+    expect(() => arbitraryOf({ $ref: "#/components/schemas/Nope" }, resolve)).toThrow("unresolved $ref");
+  });
+});
+
+describe("mutationsOf", () => {
+  it.each(bodies)("makes only invalid %s bodies, each failing at its pointer", (_id, body) => {
+    const validate = contract.validatorAt(body.schemaPointer);
+    fc.assert(
+      fc.property(arbitraryOf(body.schema, resolve, { examples: true }), (value) => {
+        for (const m of mutationsOf(body.schema, value, resolve)) {
+          expect(validate(m.value), `${m.kind} at ${m.pointer} should be invalid: ${JSON.stringify(m.value)}`).toBe(false);
+          // Ajv reports a missing member at its parent; the mutation names the member itself.
+          const places = validate.errors!.map((e) =>
+            e.keyword === "required" ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath,
+          );
+          expect(places, `${m.kind} at ${m.pointer}`).toContain(m.pointer);
+        }
+      }),
+      { seed: 11, numRuns: 40 },
+    );
+  });
+
+  it("covers each keyword of the webhook registration", () => {
+    const body = contract.apiOperations.find((op) => op.operationId === "registerWebhook")!.body!;
+    const example = body.examples["webhook-registered"];
+    const kinds = mutationsOf(body.schema, example, resolve).map((m) => `${m.kind} ${m.pointer}`);
+    expect(kinds).toEqual(
+      expect.arrayContaining([
+        "wrong-type ",
+        "missing-required /url",
+        "pattern /url",
+        "too-long /url",
+        "format /url",
+        "too-few-items /events",
+        "duplicate-item /events",
+        "not-in-enum /events/0",
+        "pattern /businessID",
+        "too-short /secret",
+        "too-long /secret",
+      ]),
+    );
+  });
+
+  it("varies pattern faults with the value and drops variants the validator accepts", () => {
+    const schema = { type: "string", pattern: "^[0-9]{1,19}$" };
+    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", ""]);
+    expect(mutationsOf(schema, "1000123", resolve).map((m) => m.value)).toContain("100012310001231000123");
+    const acceptsAll = () => false;
+    expect(mutationsOf(schema, "4711", resolve, acceptsAll)).toEqual([]);
+  });
+});

@@ -1,0 +1,141 @@
+// Proof that the API certification certifies: the reference server passes every check; the Prism mock's
+// known gaps and each broken variant of the reference server fail exactly the checks listed for them in
+// conformance/api/expected-failures.json (a stale entry fails as surely as an unlisted failure).
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { brokenApis, startBrokenApi } from "../../conformance/api/broken.js";
+import { certifyApi, defaultRuns } from "../../conformance/api/index.js";
+import type { SuiteReport } from "../../conformance/framework/check.js";
+import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
+import { formatResult } from "../../conformance/framework/report.js";
+import { packageRoot } from "../../src/paths.js";
+import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
+
+const expected = loadExpectedFailures(path.join(packageRoot, "conformance/api/expected-failures.json"));
+const client = loadConfig().clients[0]!;
+const cli = path.join(packageRoot, "src/cli/main.ts");
+
+const certify = (url: string) => certifyApi({ baseUrl: url, authUrl: url, clientId: client.clientId, clientSecret: client.clientSecret });
+const failures = (report: SuiteReport) => report.results.filter((r) => r.status === "failed").map(formatResult).join("\n");
+
+function expectExactly(report: SuiteReport, variant: string): void {
+  const entry = expected.variants[variant];
+  expect(entry, `no entry for ${variant} in conformance/api/expected-failures.json`).toBeDefined();
+  expect(compareWithExpected(report, entry!.fails), failures(report)).toEqual({ unexpected: [], stale: [] });
+}
+
+async function freePort(): Promise<number> {
+  const probe = createServer().listen(0, "127.0.0.1");
+  await once(probe, "listening");
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** Resolves once `text` appears on the child's stdout. */
+function printed(child: ChildProcessWithoutNullStreams, text: string): Promise<void> {
+  let out = "";
+  return new Promise((resolve, reject) => {
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      out += chunk;
+      if (out.includes(text)) resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`exited with ${code} before printing "${text}": ${out}`)));
+  });
+}
+
+let server: RunningServer;
+beforeAll(async () => {
+  // No DNS check of webhook hosts: this sandbox's resolver stalls 5 s on a few percent of lookups, and the
+  // suite's generated hosts (hooks.example.com) are public-looking anyway. A virtual clock: no deliveries.
+  server = await startServer({ clock: { mode: "virtual" }, allowPrivateWebhooks: true, log: () => undefined });
+});
+afterAll(async () => server.close());
+
+describe("API certification", () => {
+  it("certifies the reference server; generated-input checks say how many inputs they tried", async () => {
+    const report = await certify(server.url);
+    expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
+    const generated = report.results.filter((r) => r.id.includes("-generated-"));
+    expect(generated.length).toBeGreaterThanOrEqual(6);
+    for (const r of generated) expect(r.note).toMatch(new RegExp(`^${defaultRuns} generated inputs, seed \\d+$`));
+  });
+
+  it("lists the Prism mock and every broken variant in the expected-failures file, and nothing else", () => {
+    expect(Object.keys(expected.variants).sort()).toEqual(["prism-mock", ...brokenApis.map((b) => b.id)].sort());
+  });
+
+  it.each(brokenApis.map((b) => [b.id] as const))("catches the broken variant %s with the checks that name its fault", async (id) => {
+    const front = await startBrokenApi(server.url, id);
+    try {
+      expectExactly(await certify(front.url), id);
+    } finally {
+      await front.close();
+    }
+  });
+
+  describe("against the Prism mock (partner-platform mock)", () => {
+    let mock: ChildProcessWithoutNullStreams;
+    let origin: string;
+
+    beforeAll(async () => {
+      const port = await freePort();
+      origin = `http://127.0.0.1:${port}`;
+      mock = spawn(process.execPath, ["--import", "tsx", cli, "mock", "--port", String(port)], { cwd: packageRoot });
+      await printed(mock, `API (base_url): ${origin}`);
+    });
+
+    afterAll(async () => {
+      if (mock.exitCode === null) {
+        mock.kill("SIGINT");
+        await once(mock, "exit");
+      }
+    });
+
+    it("names its gaps (token validity, scopes, body limit, static error bodies) as failures", async () => {
+      expectExactly(await certify(origin), "prism-mock");
+    });
+  });
+
+  it("certify api prints a row per check, writes JSON and JUnit, and exits 1 on a failure", async () => {
+    const front = await startBrokenApi(server.url, "no-scope-check");
+    const dir = await mkdtemp(path.join(tmpdir(), "certify-api-"));
+    try {
+      const only = ["token-issued-for-valid-credentials", "search-businesses-requires-scope", "search-businesses-generated-valid-inputs-accepted"];
+      const child = spawn(
+        process.execPath,
+        [
+          "--import", "tsx", cli, "certify", "api",
+          "--base-url", front.url, "--auth-url", front.url,
+          "--client-id", client.clientId, "--client-secret", client.clientSecret,
+          "--only", only.join(","), "--runs", "5", "--seed", "3",
+          "--json", path.join(dir, "api.json"), "--junit", path.join(dir, "api.xml"),
+        ],
+        { cwd: packageRoot },
+      );
+      let stdout = "";
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+      const [code] = (await once(child, "exit")) as [number];
+      expect(code).toBe(1);
+      expect(stdout).toMatch(/^PASS {2}token-issued-for-valid-credentials .*§4\.1, §5\.1, D11$/m);
+      expect(stdout).toMatch(/^FAIL {2}search-businesses-requires-scope .*§4\.2, D12\n.*expected HTTP 403, got 200/m);
+      expect(stdout).toContain("(5 generated inputs, seed 3)");
+      expect(stdout).toMatch(/^NOT CERTIFIED: api suite against .*: 2 passed, 1 failed, \d+ skipped/m);
+      const json = JSON.parse(await readFile(path.join(dir, "api.json"), "utf8")) as SuiteReport;
+      expect(json.results.filter((r) => r.status !== "skipped").map((r) => [r.id, r.status])).toEqual([
+        [only[0], "passed"],
+        [only[1], "failed"],
+        [only[2], "passed"],
+      ]);
+      expect(await readFile(path.join(dir, "api.xml"), "utf8")).toContain('failures="1"');
+    } finally {
+      await front.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
