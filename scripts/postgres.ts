@@ -2,9 +2,9 @@
 // port of 127.0.0.1 (as the postgres user when running as root, which PostgreSQL refuses to be).
 import { execFileSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
+import { freePort } from "./free-port.js";
 
 export function postgresBinDir(): string | undefined {
   const root = "/usr/lib/postgresql";
@@ -14,13 +14,6 @@ export function postgresBinDir(): string | undefined {
   return dir && existsSync(path.join(dir, "initdb")) ? dir : undefined;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await new Promise((resolve) => server.once("listening", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 export interface TestPostgres {
   url: string;

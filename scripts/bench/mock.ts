@@ -1,18 +1,11 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer, type AddressInfo } from "node:net";
 import path from "node:path";
 import type { Bench } from "../bench.js";
+import { freePort } from "../free-port.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Spawn of `partner-platform mock` to its first successful answer. */
 async function startOnce(): Promise<number> {

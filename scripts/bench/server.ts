@@ -1,7 +1,7 @@
 // The reference server and the server certification: certification wall time (virtual and scaled
 // time), delivery throughput against a bare undici loop, and retry lateness in scaled time.
 import { Agent, request } from "undici";
-import { certifyServer } from "../../conformance/server/index.js";
+import { certifyReference } from "../../conformance/server/reference.js";
 import { answers, startReceiver } from "../../conformance/harness/receiver.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
 import { loadDeliveryRules } from "../../src/spec.js";
@@ -11,26 +11,7 @@ const client = loadConfig().clients[0]!;
 
 async function certificationSeconds(clock: { kind: "virtual" } | { kind: "scaled"; factor: number }): Promise<[number, boolean]> {
   const start = performance.now();
-  const report = await certifyServer({
-    baseUrl: "",
-    authUrl: "",
-    controlUrl: "",
-    clientId: client.clientId,
-    clientSecret: client.clientSecret,
-    partnerEmail: client.contactEmail,
-    clock,
-    async launch(env) {
-      const server = await startServer({
-        conformance: true,
-        allowPrivateWebhooks: true,
-        clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
-        smtpUrl: env.smtpUrl,
-        webhookCa: env.caCert,
-        log: () => undefined,
-      });
-      return { url: server.url, stop: () => server.close() };
-    },
-  });
+  const report = await certifyReference(clock);
   return [(performance.now() - start) / 1000, report.passed];
 }
 

@@ -2,7 +2,6 @@
 // suite's kept CA (--pki-dir) and mails its SMTP sink (--smtp-port); reports as JUnit and JSON.
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -10,17 +9,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOrCreatePki } from "../../conformance/harness/pki.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
+import { freePort } from "../../scripts/free-port.js";
 
 const run = promisify(execFile);
 const client = loadConfig().clients[0]!;
 
-async function freePort(): Promise<number> {
-  const s = createServer().listen(0, "127.0.0.1");
-  await new Promise((r) => s.once("listening", r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe("partner-platform certify server (CLI)", () => {
   let dir: string;

@@ -5,40 +5,15 @@ import { describe, expect, it } from "vitest";
 import { brokenServers, type BrokenServer } from "../../conformance/broken/servers.js";
 import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
 import { formatResult } from "../../conformance/framework/report.js";
-import { certifyServer } from "../../conformance/server/index.js";
+import { certifyReference } from "../../conformance/server/reference.js";
 import type { ClockSetting } from "../../conformance/server/clock.js";
 import { packageRoot } from "../../src/paths.js";
-import { loadConfig, startServer } from "../../src/server/index.js";
 import { postgresBinDir, startTestPostgres } from "../../scripts/postgres.js";
 
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/server-expected-failures.json"));
-const client = loadConfig().clients[0]!;
 
-async function certify(variant: BrokenServer | undefined, clock: ClockSetting, only?: string[], databaseUrl?: string) {
-  return certifyServer({
-    baseUrl: "",
-    authUrl: "",
-    controlUrl: "",
-    clientId: client.clientId,
-    clientSecret: client.clientSecret,
-    partnerEmail: client.contactEmail,
-    clock,
-    async launch(env) {
-      const server = await startServer({
-        conformance: true,
-        allowPrivateWebhooks: true,
-        databaseUrl,
-        clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
-        smtpUrl: env.smtpUrl,
-        webhookCa: env.caCert,
-        faults: new Set(variant?.faults ?? []),
-        rules: variant?.rules,
-        log: () => undefined,
-      });
-      return { url: server.url, stop: () => server.close() };
-    },
-  }, { only });
-}
+const certify = (variant: BrokenServer | undefined, clock: ClockSetting, only?: string[], databaseUrl?: string) =>
+  certifyReference(clock, { variant, databaseUrl }, { only });
 
 // 1e-4: the 24 h wait takes 8.6 s and the 7-day lead expiry 60 s of real time.
 const scaled: ClockSetting = { kind: "scaled", factor: 0.0001 };

@@ -1,21 +1,14 @@
 // The mock as a user runs it: a real process, called through the package's typed client.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
-import { createServer, type AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartnerClient } from "../../src/client/index.js";
 import { packageRoot } from "../../src/paths.js";
+import { freePort } from "../../scripts/free-port.js";
 
 const cli = path.join(packageRoot, "src/cli/main.ts");
 
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 function startMock(port: number): ChildProcessWithoutNullStreams {
   return spawn(process.execPath, ["--import", "tsx", cli, "mock", "--port", String(port)], { cwd: packageRoot });
