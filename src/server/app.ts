@@ -86,7 +86,8 @@ function schemaErrors(schemaName: string, value: unknown): { pointer: string; de
   const validate = validatorFor(schemaName);
   if (validate(value)) return [];
   return (validate.errors ?? []).map((e) => ({
-    pointer: e.keyword === "required" ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath || "/",
+    // RFC 6901: "" is the whole document.
+    pointer: e.keyword === "required" ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath,
     detail: e.message ?? e.keyword,
   }));
 }

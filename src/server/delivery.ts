@@ -43,7 +43,14 @@ export async function refuseUrl(url: string, allowPrivate: boolean): Promise<str
   const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
   let addresses: string[];
   try {
-    addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
+    // A stalled resolver must not hold a registration or an attempt: 2 s, then treat it as unresolved.
+    const resolved = isIP(host)
+      ? [{ address: host }]
+      : await Promise.race([
+          lookup(host, { all: true }),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("DNS timeout")), 2000).unref()),
+        ]);
+    addresses = resolved.map((a) => a.address);
   } catch {
     // Not resolvable now: nothing private to protect; the attempt itself will fail and count.
     return undefined;
