@@ -1,14 +1,25 @@
 // The reference server's HTTP side: the four operations of the spec, the Conformance Control API when
 // enabled, and problem+json for every client error (spec/DECISIONS.md D11–D18).
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { parse as parseYaml } from "yaml";
-import { packageRoot, specPaths } from "../paths.js";
-import { eventExample, eventNames, eventSchemaName, validatorFor, type EventName } from "../spec.js";
+import { packageRoot } from "../paths.js";
+import { eventExample, eventSchemaName, type EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
-import { refuseUrl, type DeliveryEngine, type ServerFault } from "./delivery.js";
+import {
+  bodyLimitBytes,
+  controlValidator,
+  fieldErrors,
+  maxSearchResults,
+  problemTypes,
+  queryErrors,
+  schemaErrors,
+  scopeOf,
+  type FieldError,
+} from "./contract.js";
+import type { DeliveryEngine, ServerFault } from "./delivery.js";
+import { refuseUrl } from "./ssrf.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
 
@@ -33,6 +44,8 @@ export interface AppOptions {
 
 interface Seed {
   categories: { categoryID: string; name: string }[];
+  /** The town of every zip code a business serves: the job location of lead.created. */
+  zipCodes: Record<string, { city: string; state: string }>;
   businesses: {
     businessID: string;
     name: string;
@@ -46,58 +59,33 @@ interface Seed {
 
 export const seed = JSON.parse(readFileSync(path.join(packageRoot, "src/server/seed/businesses.json"), "utf8")) as Seed;
 
-type Json = Record<string, any>;
-const openapi = parseYaml(readFileSync(specPaths.openapi, "utf8")) as Json;
-
-/** Problem type and title by status, from the per-status problem schemas of the spec. */
-const problemTypes = new Map<number, string>(
-  Object.values(openapi.components.schemas as Json)
-    .filter((s) => (s as Json).properties?.type?.enum && (s as Json).properties?.status?.enum)
-    .map((s) => [(s as Json).properties.status.enum[0] as number, (s as Json).properties.type.enum[0] as string]),
-);
-
-/** The scope each operation requires, from its security requirement in the spec. */
-function scopeOf(route: string, method: string): string {
-  const security = openapi.paths[route][method].security as Record<string, string[]>[];
-  return Object.values(security[0]!)[0]![0]!;
-}
-
-const BODY_LIMIT = 64 * 1024;
-
 class ProblemError extends Error {
   constructor(
     readonly status: number,
     readonly detail: string,
-    readonly errors?: { pointer: string; detail: string }[],
+    readonly errors?: FieldError[],
     readonly headers: Record<string, string> = {},
   ) {
     super(detail);
   }
 }
 
-function problemBody(status: number, detail: string, instance: string, errors?: { pointer: string; detail: string }[]) {
+function problemBody(status: number, detail: string, instance: string, errors?: FieldError[]) {
   const type = problemTypes.get(status) ?? "about:blank";
   const slug = type.split(":").pop()!;
   const title = slug.charAt(0).toUpperCase() + slug.slice(1).replace(/-/g, " ");
   return { type, title, status, detail, instance, ...(errors?.length ? { errors } : {}) };
 }
 
-function schemaErrors(schemaName: string, value: unknown): { pointer: string; detail: string }[] {
-  const validate = validatorFor(schemaName);
-  if (validate(value)) return [];
-  return (validate.errors ?? []).map((e) => ({
-    // RFC 6901: "" is the whole document.
-    pointer: e.keyword === "required" ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath,
-    detail: e.message ?? e.keyword,
-  }));
-}
+// Opaque random tokens (D23), stored as their SHA-256 only: a copy of the database holds no usable token.
+const tokenHash = (token: string) => createHash("sha256").update(token).digest("hex");
 
 const oauthError = (reply: FastifyReply, status: 400 | 401, error: string, description: string) =>
   reply.code(status).header("cache-control", "no-store").send({ error, error_description: description });
 
 export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
-  const app = Fastify({ bodyLimit: BODY_LIMIT });
+  const app = Fastify({ bodyLimit: bodyLimitBytes });
   const categories = new Map(seed.categories.map((c) => [c.categoryID, c.name]));
 
   app.removeAllContentTypeParsers();
@@ -127,7 +115,7 @@ export function createApp(options: AppOptions): FastifyInstance {
               : 500;
     if (status === 500) req.log.error(error);
     const detail =
-      status === 413 ? `The body exceeds ${BODY_LIMIT} bytes.` : status === 500 ? "Internal error." : error.message;
+      status === 413 ? `The body exceeds ${bodyLimitBytes} bytes.` : status === 500 ? "Internal error." : error.message;
     const errors = error instanceof ProblemError ? error.errors : undefined;
     const headers = error instanceof ProblemError ? error.headers : {};
     return reply
@@ -145,8 +133,8 @@ export function createApp(options: AppOptions): FastifyInstance {
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     if (!match) throw new ProblemError(401, "The Authorization header is missing or not a Bearer token.", undefined, { "www-authenticate": "Bearer" });
     const { rows } = await db.query<{ client_id: string; scopes: string; expires_at: string }>(
-      "SELECT client_id, scopes, expires_at FROM tokens WHERE token = $1",
-      [match[1]],
+      "SELECT client_id, scopes, expires_at FROM tokens WHERE token_hash = $1",
+      [tokenHash(match[1]!)],
     );
     const token = rows[0];
     if (!token || Number(token.expires_at) <= clock.now()) {
@@ -195,12 +183,16 @@ export function createApp(options: AppOptions): FastifyInstance {
     const refused = requested.filter((s) => !client.scopes.includes(s));
     if (refused.length) return oauthError(reply, 400, "invalid_scope", `Scope not allowed for this client: ${refused.join(" ")}`);
     const token = randomBytes(32).toString("base64url");
-    await db.query("INSERT INTO tokens (token, client_id, scopes, expires_at) VALUES ($1, $2, $3, $4)", [
-      token,
-      client.clientId,
-      requested.join(" "),
-      clock.now() + options.tokenLifetimeSeconds * 1000,
-    ]);
+    const now = clock.now();
+    await db.transaction(async (tx) => {
+      await tx.query("DELETE FROM tokens WHERE client_id = $1 AND expires_at <= $2", [client.clientId, now]);
+      await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, $2, $3, $4)", [
+        tokenHash(token),
+        client.clientId,
+        requested.join(" "),
+        now + options.tokenLifetimeSeconds * 1000,
+      ]);
+    });
     return reply
       .code(200)
       .header("cache-control", "no-store")
@@ -210,19 +202,12 @@ export function createApp(options: AppOptions): FastifyInstance {
   app.get("/api/v2/businesses/search", async (req) => {
     await authenticate(req, scopeOf("/api/v2/businesses/search", "get"));
     const query = req.query as Record<string, unknown>;
-    const errors = [
-      ["category_id", "CategoryId"],
-      ["zip", "ZipCode"],
-    ].flatMap(([name, schema]) => {
-      const value = query[name!];
-      if (value === undefined) return [{ pointer: `/query/${name}`, detail: "is required" }];
-      return schemaErrors(schema!, value).map((e) => ({ pointer: `/query/${name}`, detail: e.detail }));
-    });
+    const errors = queryErrors("/api/v2/businesses/search", "get", query);
     if (errors.length) throw new ProblemError(400, "Invalid query parameters.", errors);
     const businesses = seed.businesses
       .filter((b) => b.categoryIDs.includes(query.category_id as string) && b.serviceZipCodes.includes(query.zip as string))
       .sort((a, b) => (b.rating ?? 0) - (a.rating ?? 0))
-      .slice(0, 50)
+      .slice(0, maxSearchResults)
       .map((b) => ({
         businessID: b.businessID,
         name: b.name,
@@ -243,7 +228,8 @@ export function createApp(options: AppOptions): FastifyInstance {
     if (!category) throw new ProblemError(404, `No category has the identifier ${input.categoryID}.`, [{ pointer: "/categoryID", detail: "unknown category" }]);
     const matched = seed.businesses.filter((b) => b.categoryIDs.includes(input.categoryID) && b.serviceZipCodes.includes(input.zipCode));
     const now = clock.now();
-    const { requestID, leads } = await db.transaction(async (tx) => {
+    // The request, its leads and their lead.created events are stored together, or not at all.
+    const { requestID, leads } = await engine.transaction(async (tx, emit) => {
       const requestID = await nextId(tx);
       await tx.query("INSERT INTO requests (id, client_id, body, created_at) VALUES ($1, $2, $3, $4)", [requestID, clientId, JSON.stringify(input), now]);
       const leads: { leadID: string; businessID: string }[] = [];
@@ -256,22 +242,17 @@ export function createApp(options: AppOptions): FastifyInstance {
           now,
           now + options.leadExpirySeconds * 1000,
         ]);
+        await emit("lead.created", b.businessID, {
+          leadID,
+          businessID: b.businessID,
+          // Matched businesses serve the zip code, so the seed knows its town.
+          request: { category, location: { ...seed.zipCodes[input.zipCode]!, zip: input.zipCode } },
+          customer: { name: input.customer.name, phone: input.customer.phone },
+        }, now);
         leads.push({ leadID, businessID: b.businessID });
       }
       return { requestID, leads };
     });
-    const jobLocation = matched.find((b) => b.location.zip === input.zipCode)?.location ?? {
-      ...(matched[0]?.location ?? { city: "Unknown", state: "NY" }),
-      zip: input.zipCode,
-    };
-    for (const lead of leads) {
-      await engine.emit("lead.created", lead.businessID, {
-        leadID: lead.leadID,
-        businessID: lead.businessID,
-        request: { category, location: { city: jobLocation.city, state: jobLocation.state, zip: input.zipCode } },
-        customer: { name: input.customer.name, phone: input.customer.phone },
-      });
-    }
     return reply
       .code(201)
       .header("location", `/api/v4/requests/${requestID}`)
@@ -296,7 +277,7 @@ export function createApp(options: AppOptions): FastifyInstance {
     if (!seed.businesses.some((b) => b.businessID === input.businessID)) {
       throw new ProblemError(404, `No business has the identifier ${input.businessID}.`, [{ pointer: "/businessID", detail: "unknown business" }]);
     }
-    const refused = await refuseUrl(input.url, options.allowPrivateWebhooks);
+    const refused = options.allowPrivateWebhooks ? undefined : await refuseUrl(input.url);
     if (refused) throw new ProblemError(422, `The webhook URL cannot be called: ${refused}.`, [{ pointer: "/url", detail: refused }]);
     const now = clock.now();
     const webhookID = await nextId(db);
@@ -318,14 +299,18 @@ function clockBody(clock: Clock) {
   return { now: new Date(clock.now()).toISOString(), mode: clock.mode, scale: clock.scale };
 }
 
+/** A control API body, validated against its schema in generated/control/openapi.yaml. */
+function controlBody<T>(schemaName: string, body: unknown): T {
+  const errors = fieldErrors(controlValidator(schemaName), body ?? {});
+  if (errors.length) throw new ProblemError(422, `The body violates the ${schemaName} schema.`, errors);
+  return body as T;
+}
+
 /** The Conformance Control API (spec/control/main.tsp): only with --conformance. */
 function registerControl(app: FastifyInstance, { clock, engine }: AppOptions): void {
   app.get("/conformance/clock", async () => clockBody(clock));
   app.post("/conformance/clock/advance", async (req, reply) => {
-    const seconds = (req.body as { seconds?: unknown } | undefined)?.seconds;
-    if (!Number.isInteger(seconds) || (seconds as number) < 0) {
-      throw new ProblemError(422, "seconds must be a whole number of at least 0.", [{ pointer: "/seconds", detail: "must be an integer >= 0" }]);
-    }
+    const { seconds } = controlBody<{ seconds: number }>("AdvanceClockRequest", req.body);
     if (clock.mode !== "virtual") {
       return reply.code(409).type("application/problem+json").send({
         type: "urn:partner-platform:problem:clock-not-virtual",
@@ -334,23 +319,22 @@ function registerControl(app: FastifyInstance, { clock, engine }: AppOptions): v
         detail: `The clock runs in ${clock.mode} mode; only a virtual clock can be advanced.`,
       });
     }
-    await engine.advance(seconds as number);
+    await engine.advance(seconds);
     return clockBody(clock);
   });
   app.post("/conformance/events", async (req, reply) => {
-    const body = (req.body ?? {}) as { event?: string; businessID?: string; data?: unknown };
-    if (!eventNames.includes(body.event as EventName)) {
-      throw new ProblemError(422, `event must be one of ${eventNames.join(", ")}.`, [{ pointer: "/event", detail: "unknown event" }]);
-    }
-    const businessErrors = schemaErrors("BusinessId", body.businessID);
-    if (body.businessID === undefined || businessErrors.length) {
-      throw new ProblemError(422, "businessID must be a numeric identifier.", [{ pointer: "/businessID", detail: "must be a numeric string" }]);
-    }
-    const event = body.event as EventName;
-    const data = { ...((body.data as Record<string, unknown> | undefined) ?? eventExample(event).data), businessID: body.businessID };
-    const errors = schemaErrors(eventSchemaName(event), { id: "evt_00000000000000000000000000", event, timestamp: "2026-01-01T00:00:00Z", data });
+    const body = controlBody<{ event: EventName; businessID: string; data?: Record<string, unknown> }>("TriggerEventRequest", req.body);
+    const { event, businessID } = body;
+    const data: Record<string, unknown> = { ...(body.data ?? eventExample(event).data), businessID };
+    const errors = schemaErrors(eventSchemaName(event), { ...eventExample(event), data });
     if (errors.length) throw new ProblemError(422, `data does not validate against the ${event} schema.`, errors);
-    const { id, queuedFor } = await engine.emit(event, body.businessID, data);
+    const { id, queuedFor } = await engine.transaction(async (tx, emit) => {
+      // A lead.updated "as if it had occurred" changes a stored lead: a hired lead no longer expires (D19).
+      if (event === "lead.updated") {
+        await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status IN ('new', 'responded')", [data.status, data.leadID, businessID]);
+      }
+      return emit(event, businessID, data);
+    });
     return reply.code(201).send({ id, event, queuedFor });
   });
 }

@@ -1,63 +1,13 @@
 // The delivery engine (spec/DECISIONS.md D1–D8, numbers from x-delivery): signed POSTs of the exact
 // bytes, retries counted from each failure, one consecutive-failure counter per webhook, disabling
 // with exactly one e-mail. State lives in the database, so a restart resumes the schedule.
-import { lookup } from "node:dns/promises";
-import { BlockList, isIP } from "node:net";
 import { request, type Dispatcher } from "undici";
 import { newEventId } from "../events/index.js";
 import { signPayload } from "../signing.js";
 import type { DeliveryRules, EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
+import { refuseAddressUrl } from "./ssrf.js";
 import type { Db, Queryable } from "./store.js";
-
-const privateRanges = new BlockList();
-for (const [net, bits] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.168.0.0", 16],
-] as const) {
-  privateRanges.addSubnet(net, bits, "ipv4");
-}
-for (const [net, bits] of [
-  ["::", 128],
-  ["::1", 128],
-  ["fc00::", 7],
-  ["fe80::", 10],
-] as const) {
-  privateRanges.addSubnet(net, bits, "ipv6");
-}
-
-function isPrivate(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return privateRanges.check(mapped[1]!, "ipv4");
-  return privateRanges.check(address, isIP(address) === 6 ? "ipv6" : "ipv4");
-}
-
-/** Why a webhook URL may not be called (SSRF), or undefined when it may. */
-export async function refuseUrl(url: string, allowPrivate: boolean): Promise<string | undefined> {
-  if (allowPrivate) return undefined;
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
-  let addresses: string[];
-  try {
-    // A stalled resolver must not hold a registration or an attempt: 2 s, then treat it as unresolved.
-    const resolved = isIP(host)
-      ? [{ address: host }]
-      : await Promise.race([
-          lookup(host, { all: true }),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("DNS timeout")), 2000).unref()),
-        ]);
-    addresses = resolved.map((a) => a.address);
-  } catch {
-    // Not resolvable now: nothing private to protect; the attempt itself will fail and count.
-    return undefined;
-  }
-  const blocked = addresses.find(isPrivate);
-  return blocked ? `the host ${host} resolves to a private or loopback address (${blocked})` : undefined;
-}
 
 export interface EngineOptions {
   db: Db;
@@ -96,75 +46,104 @@ interface AttemptRow {
   attempt: number;
 }
 
+/** Records an event and queues its first attempts, inside the caller's transaction. */
+export type Emit = (name: EventName, businessID: string, data: Record<string, unknown>, at?: number) => Promise<{ id: string; queuedFor: number }>;
+
 export interface DeliveryEngine {
   /** Records an event and queues its first attempt for every enabled, subscribed webhook of the business. */
-  emit(name: EventName, businessID: string, data: Record<string, unknown>, at?: number): Promise<{ id: string; queuedFor: number }>;
-  /** Makes every attempt (and lead expiry) due by `now` and (by default) waits for their outcomes. */
+  emit: Emit;
+  /** Runs `fn` in one transaction: the events it emits are stored and queued with its other writes, or not at all. */
+  transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T>;
+  /** Makes every attempt (and lead expiry, and pending e-mail) due by now and (by default) waits for their outcomes. */
   runDue(waitForAttempts?: boolean): Promise<void>;
   /** Virtual clock: moves it by `seconds`, running everything that falls due on the way, in order. */
   advance(seconds: number): Promise<void>;
   start(): Promise<void>;
+  /** Stops: attempts in flight are abandoned unrecorded and handed back to the queue, to be made again on the next start. */
   stop(): Promise<void>;
 }
 
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules } = options;
   const fault = (f: ServerFault) => options.faults?.has(f) ?? false;
+  const timeoutMs = options.attemptTimeoutRealMs;
+  // Claims of attempts and e-mails name their process; a claim older than any attempt can last (DNS,
+  // connect, answer, body) belongs to a process that died, and is taken over. Real time: it is about processes.
+  const owner = `${process.pid}-${newEventId(Date.now())}`;
+  const leaseMs = 3 * timeoutMs + 10_000;
+  const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = true;
+  let looping = false;
+  let again = false;
   const inFlight = new Set<Promise<void>>();
+  const mailFailuresLogged = new Set<string>();
 
-  async function emit(name: EventName, businessID: string, data: Record<string, unknown>, at = clock.now()) {
+  async function record(tx: Queryable, name: EventName, businessID: string, data: Record<string, unknown>, at = clock.now()) {
     const id = newEventId(at);
-    const envelope = { id, event: name, timestamp: new Date(at).toISOString(), data };
-    const body = JSON.stringify(envelope);
-    const queuedFor = await db.transaction(async (tx) => {
-      await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
-      const { rows } = await tx.query<{ id: string; events: string; business_id: string }>(
-        "SELECT id, events, business_id FROM webhooks WHERE status = 'enabled' OR $1",
-        [fault("delivers-after-disable")],
-      );
-      const subscribed = rows.filter(
-        (w) =>
-          (fault("ignores-business-filter") || w.business_id === businessID) &&
-          (fault("ignores-events-filter") || (JSON.parse(w.events) as string[]).includes(name)),
-      );
-      for (const w of subscribed) {
-        await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, 1, $3)", [id, w.id, at]);
-      }
-      return subscribed.length;
-    });
-    wake();
-    return { id, queuedFor };
+    const body = JSON.stringify({ id, event: name, timestamp: new Date(at).toISOString(), data });
+    await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
+    const { rows } = await tx.query<{ id: string; events: string; business_id: string }>(
+      "SELECT id, events, business_id FROM webhooks WHERE status = 'enabled' OR $1",
+      [fault("delivers-after-disable")],
+    );
+    const subscribed = rows.filter(
+      (w) =>
+        (fault("ignores-business-filter") || w.business_id === businessID) &&
+        (fault("ignores-events-filter") || (JSON.parse(w.events) as string[]).includes(name)),
+    );
+    for (const w of subscribed) {
+      await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, 1, $3)", [id, w.id, at]);
+    }
+    return { id, queuedFor: subscribed.length };
   }
 
-  async function expireLeads(now: number): Promise<void> {
-    const { rows } = await db.query<{ id: string; business_id: string; status: string; created_at: string; expires_at: string }>(
-      `UPDATE leads SET status = 'expired' WHERE expires_at <= $1 AND status IN ('new', 'responded')
-       RETURNING id, business_id, status, created_at, expires_at`,
-      [now],
+  async function transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T> {
+    let queued = 0;
+    const result = await db.transaction((tx) =>
+      fn(tx, async (...args) => {
+        const recorded = await record(tx, ...args);
+        queued += recorded.queuedFor;
+        return recorded;
+      }),
     );
-    for (const lead of rows) {
-      const expiredAt = Number(lead.expires_at);
-      await emit(
-        "lead.expired",
-        lead.business_id,
-        {
+    if (queued) wake();
+    return result;
+  }
+
+  /** Expires the leads due by `now` (D19), each with its lead.expired, in one transaction. */
+  async function expireLeads(now: number): Promise<void> {
+    await transaction(async (tx, emit) => {
+      const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
+        `UPDATE leads SET status = 'expired' FROM (
+           SELECT id, status FROM leads WHERE expires_at <= $1 AND status IN ('new', 'responded') FOR UPDATE SKIP LOCKED) AS previous
+         WHERE leads.id = previous.id
+         RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`,
+        [now],
+      );
+      for (const lead of rows) {
+        const expiredAt = Number(lead.expires_at);
+        const data = {
           leadID: lead.id,
           businessID: lead.business_id,
-          previousStatus: "new",
+          previousStatus: lead.previous_status,
           createdAt: new Date(Number(lead.created_at)).toISOString(),
           expiredAt: new Date(expiredAt).toISOString(),
-        },
-        expiredAt,
-      );
-    }
+        };
+        await emit("lead.expired", lead.business_id, data, expiredAt);
+      }
+    });
   }
 
+  /** Sends the "webhook disabled" e-mails not sent yet, each claimed first so that it goes out once. */
   async function sendPendingNotifications(): Promise<void> {
+    const realNow = Date.now();
     const { rows } = await db.query<{ webhook_id: string; recipient: string }>(
-      "SELECT webhook_id, recipient FROM notifications WHERE sent_at IS NULL",
+      `UPDATE notifications SET claimed_by = $1, claimed_at = $2 WHERE webhook_id IN (
+         SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3) FOR UPDATE SKIP LOCKED)
+       RETURNING webhook_id, recipient`,
+      [owner, realNow, realNow - leaseMs],
     );
     for (const n of rows) {
       try {
@@ -176,7 +155,10 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         );
         await db.query("UPDATE notifications SET sent_at = $1 WHERE webhook_id = $2", [clock.now(), n.webhook_id]);
       } catch (error) {
-        options.log(`e-mail for webhook ${n.webhook_id} not sent yet: ${(error as Error).message}`);
+        // Handed back: the next run tries again.
+        await db.query("UPDATE notifications SET claimed_by = NULL WHERE webhook_id = $1", [n.webhook_id]);
+        if (!mailFailuresLogged.has(n.webhook_id)) options.log(`e-mail for webhook ${n.webhook_id} not sent yet, will retry: ${(error as Error).message}`);
+        mailFailuresLogged.add(n.webhook_id);
       }
     }
   }
@@ -235,7 +217,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return { body, signature: fault("uppercase-hex-signature") ? signature.toUpperCase() : signature };
   }
 
-  async function attempt(a: AttemptRow): Promise<void> {
+  /** One attempt (D6); returns whether it failed. */
+  async function attempt(a: AttemptRow): Promise<boolean> {
     const startedAt = clock.now();
     const { rows } = await db.query<{ url: string; secret: string; status: string; body: string }>(
       "SELECT w.url, w.secret, w.status, e.body FROM webhooks w, events e WHERE w.id = $1 AND e.id = $2",
@@ -244,12 +227,13 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const target = rows[0];
     if (!target || (target.status !== "enabled" && !fault("delivers-after-disable"))) {
       await db.query("UPDATE attempts SET state = 'cancelled' WHERE id = $1", [a.id]);
-      return;
+      return false;
     }
     let status: number | undefined;
     let error: string | undefined;
     let timedOut = false;
-    const refused = await refuseUrl(target.url, options.allowPrivateWebhooks);
+    // Names are re-checked by the connection's own look-up (the dispatcher's guarded lookup); addresses here.
+    const refused = options.allowPrivateWebhooks ? undefined : refuseAddressUrl(target.url);
     if (refused) {
       error = refused;
     } else {
@@ -260,23 +244,28 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
           body,
           headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signature },
           // Timed from the moment the request is on a connection, not while it waits for one.
-          headersTimeout: options.attemptTimeoutRealMs,
-          bodyTimeout: options.attemptTimeoutRealMs,
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
           dispatcher: options.dispatcher,
+          signal: stopping.signal,
         });
         status = response.statusCode;
-        await response.body.dump().catch(() => undefined);
+        // The answer is complete when its body is: bounded too, so a trickling body cannot hold the attempt.
+        // Past 128 KiB undici closes the connection rather than read on.
+        await response.body.dump({ limit: 128 * 1024, signal: AbortSignal.any([stopping.signal, AbortSignal.timeout(timeoutMs)]) });
       } catch (e) {
+        // Stopping: left claimed, handed back to the queue by stop(), made again after the restart.
+        if (stopping.signal.aborted) return false;
         const code = (e as { code?: string }).code;
-        timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT" || code === "UND_ERR_CONNECT_TIMEOUT";
-        error = timedOut ? "no answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
+        timedOut = ["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"].includes(code ?? "") || (e as Error).name === "TimeoutError";
+        error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
       }
     }
-    const ok = status !== undefined && status >= 200 && status < 300;
-    // A timed-out attempt took the whole timeout, in the clock's time: a virtual clock did not move meanwhile.
+    const ok = error === undefined && status !== undefined && status >= 200 && status < 300;
+    // A timed-out attempt took the whole timeout, in the clock's time: a virtual clock did not move meanwhile (D24).
     const finishedAt = timedOut && clock.mode === "virtual" ? startedAt + rules.attemptTimeoutSeconds * 1000 : clock.now();
     await db.transaction(async (tx) => {
-      await tx.query("UPDATE attempts SET state = $1, status = $2, error = $3, finished_at = $4 WHERE id = $5", [
+      await tx.query("UPDATE attempts SET state = $1, status = $2, error = $3, finished_at = $4, claimed_by = NULL WHERE id = $5", [
         ok ? "succeeded" : "failed",
         status ?? null,
         error ?? null,
@@ -286,14 +275,19 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       if (!ok) await recordFailure(tx, a, finishedAt);
       else if (!fault("no-reset-on-success")) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
     });
+    return !ok;
   }
 
+  /** Claims what is due, and what a dead process left claimed past its lease (at-least-once). */
   async function claimDue(now: number): Promise<AttemptRow[]> {
+    const realNow = Date.now();
     const { rows } = await db.query<AttemptRow>(
-      `UPDATE attempts SET state = 'in_flight' WHERE id IN (
-         SELECT id FROM attempts WHERE state = 'pending' AND due_at <= $1 ORDER BY due_at FOR UPDATE SKIP LOCKED)
+      `UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
+         SELECT id FROM attempts
+         WHERE (state = 'pending' AND due_at <= $1) OR (state = 'in_flight' AND claimed_at < $4)
+         ORDER BY due_at FOR UPDATE SKIP LOCKED)
        RETURNING id::text AS id, event_id, webhook_id, attempt`,
-      [now],
+      [now, owner, realNow, realNow - leaseMs],
     );
     return rows;
   }
@@ -306,18 +300,25 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const now = clock.now();
     await expireLeads(now);
     const due = await claimDue(now);
-    const work = due.map((a) => {
-      const w: Promise<void> = attempt(a)
-        .catch((e: unknown) => options.log(`attempt ${a.id} failed to run: ${(e as Error).message}`))
-        .then(() => sendPendingNotifications())
-        .finally(() => {
-          inFlight.delete(w);
-          wake(); // its retry may be due before the next scheduled check
-        });
-      inFlight.add(w);
-      return w;
-    });
+    const work = [...due.map(track), track(undefined)];
     if (waitForAttempts) await Promise.all(work);
+  }
+
+  /** Runs an attempt (or, without one, only the pending e-mails) in the background, tracked until it ends. */
+  function track(a: AttemptRow | undefined): Promise<void> {
+    const w: Promise<void> = (a ? attempt(a) : Promise.resolve(false))
+      .catch((e: unknown) => {
+        options.log(`attempt ${a?.id} failed to run: ${(e as Error).message}`);
+        return false;
+      })
+      .then(async (failed) => {
+        await sendPendingNotifications();
+        if (failed) wake(); // its retry may be due before the next scheduled check
+      })
+      .catch((e: unknown) => options.log(`e-mails: ${(e as Error).message}`))
+      .finally(() => inFlight.delete(w));
+    inFlight.add(w);
+    return w;
   }
 
   /** Serializes runs: callers that arrive during a run wait for a fresh one. */
@@ -338,28 +339,41 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
   }
 
+  /** Real and scaled clocks: run the loop now (or right after the current pass). Virtual clocks move only when advanced. */
   function wake(): void {
     if (stopped || clock.mode === "virtual") return;
+    if (looping) {
+      again = true;
+      return;
+    }
     clearTimeout(timer);
     timer = setTimeout(loop, 0);
   }
 
   async function loop(): Promise<void> {
     if (stopped) return;
+    looping = true;
+    let delay: number;
     try {
-      await runDue(false);
+      do {
+        again = false;
+        await runDue(false);
+      } while (again && !stopped);
       const next = await nextDueAt();
       // Re-check at least every second of real time, in case another process queued work.
-      const delay = next === undefined ? 1000 : Math.min(1000, clock.realDelayUntil(next));
-      if (!stopped) timer = setTimeout(loop, delay);
+      delay = again ? 0 : next === undefined ? 1000 : Math.min(1000, clock.realDelayUntil(next));
     } catch (error) {
       options.log(`delivery loop: ${(error as Error).message}`);
-      if (!stopped) timer = setTimeout(loop, 1000);
+      delay = 1000;
+    } finally {
+      looping = false;
     }
+    if (!stopped) timer = setTimeout(loop, delay);
   }
 
   return {
-    emit,
+    emit: (...args) => transaction((_tx, emit) => emit(...args)),
+    transaction,
     runDue,
     async advance(seconds) {
       const target = clock.now() + seconds * 1000;
@@ -373,16 +387,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       await runDue();
     },
     async start() {
-      // Attempts that were in flight when a previous process stopped are made again (at-least-once).
-      await db.query("UPDATE attempts SET state = 'pending' WHERE state = 'in_flight'");
       stopped = false;
       wake();
     },
     async stop() {
       stopped = true;
       clearTimeout(timer);
+      stopping.abort();
       while (running) await running;
       await Promise.all(inFlight);
+      await db.query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE state = 'in_flight' AND claimed_by = $1", [owner]);
     },
   };
 }

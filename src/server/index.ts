@@ -7,15 +7,22 @@ import type { FastifyInstance } from "fastify";
 import nodemailer from "nodemailer";
 import { Agent } from "undici";
 import { packageRoot } from "../paths.js";
-import { loadDeliveryRules, type DeliveryRules } from "../spec.js";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
+import { describeSchemaErrors, loadDeliveryRules, type DeliveryRules } from "../spec.js";
 import { createApp, type ClientConfig } from "./app.js";
+import { allScopes, specTokenLifetimeSeconds } from "./contract.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { createDeliveryEngine, type DeliveryEngine, type ServerFault } from "./delivery.js";
+import { guardedLookup } from "./ssrf.js";
 import { migrate, openEmbedded, openPostgres, type Db } from "./store.js";
 
+/** A validated config file (src/server/config.schema.json). */
 export interface ServerConfig {
   clients: ClientConfig[];
   tokenLifetimeSeconds: number;
+  smtpUrl?: string;
+  allowPrivateWebhooks?: boolean;
 }
 
 export interface ServerOptions {
@@ -49,23 +56,29 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+const configSchema = JSON.parse(readFileSync(path.join(packageRoot, "src/server/config.schema.json"), "utf8")) as {
+  properties: { clients: { items: { properties: { scopes: { items: Record<string, unknown> } } } } };
+};
+// The scopes a client may have are the spec's, not a list of their own.
+configSchema.properties.clients.items.properties.scopes.items = { enum: allScopes };
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+const validateConfig = addFormats(new Ajv2020({ allErrors: true })).compile(configSchema);
+
+/** Reads and validates a config file (src/server/config.schema.json); without a file, the default config. */
 export function loadConfig(file?: string): ServerConfig {
-  const text = readFileSync(file ?? path.join(packageRoot, "src/server/default-config.json"), "utf8");
-  let config: ServerConfig;
+  const source = file ?? path.join(packageRoot, "src/server/default-config.json");
+  let config: unknown;
   try {
-    config = JSON.parse(text) as ServerConfig;
+    config = JSON.parse(readFileSync(source, "utf8"));
   } catch (error) {
-    throw new Error(`config ${file}: not JSON: ${(error as Error).message}`);
+    throw new Error(`config ${source}: ${error instanceof SyntaxError ? "not JSON: " : ""}${(error as Error).message}`);
   }
-  const clients = config.clients;
-  if (!Array.isArray(clients) || clients.length === 0) throw new Error(`config ${file}: "clients" must list at least one client`);
-  for (const [i, c] of clients.entries()) {
-    for (const key of ["clientId", "clientSecret", "contactEmail"] as const) {
-      if (typeof c[key] !== "string" || c[key] === "") throw new Error(`config ${file}: clients[${i}].${key} must be a non-empty string`);
-    }
-    if (!Array.isArray(c.scopes)) throw new Error(`config ${file}: clients[${i}].scopes must be a list of scopes`);
-  }
-  return { clients, tokenLifetimeSeconds: config.tokenLifetimeSeconds ?? 3600 };
+  if (!validateConfig(config)) throw new Error(`config ${source}: ${describeSchemaErrors(validateConfig.errors).join("; ")}`);
+  const valid = config as Omit<ServerConfig, "tokenLifetimeSeconds"> & { tokenLifetimeSeconds?: number };
+  const ids = valid.clients.map((c) => c.clientId);
+  const repeated = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (repeated) throw new Error(`config ${source}: /clients: the clientId ${repeated} appears twice`);
+  return { ...valid, tokenLifetimeSeconds: valid.tokenLifetimeSeconds ?? specTokenLifetimeSeconds };
 }
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
@@ -76,20 +89,33 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await migrate(db);
   const clockSetting = options.clock ?? { mode: "real" as const };
   const clock = createClock(clockSetting.mode, clockSetting);
-  const transport = options.smtpUrl ? nodemailer.createTransport(options.smtpUrl) : undefined;
-  // A bounded pool per receiver: a burst of events reuses connections instead of opening one each.
-  // Extra CAs are added to the public ones, which stay trusted.
-  const dispatcher = new Agent({ connections: 32, ...(options.webhookCa ? { connect: { ca: [...rootCertificates, options.webhookCa] } } : {}) });
+  const smtpUrl = options.smtpUrl ?? config.smtpUrl;
+  const allowPrivateWebhooks = options.allowPrivateWebhooks ?? config.allowPrivateWebhooks ?? false;
+  // Bounded waits: an SMTP server that stalls must not hold the delivery loop for minutes.
+  const transport = smtpUrl
+    ? nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 })
+    : undefined;
   const timeoutMs =
     clock.mode === "virtual"
       ? (options.virtualAttemptTimeoutMs ?? 1000)
       : Math.max(1000, rules.attemptTimeoutSeconds * 1000 * clock.scale);
+  // A bounded pool per receiver: a burst of events reuses connections instead of opening one each.
+  // Extra CAs are added to the public ones, which stay trusted. Connecting (DNS, TCP, TLS) has the
+  // attempt timeout too, and every name the connection resolves is checked against private ranges (D22).
+  const dispatcher = new Agent({
+    connections: 32,
+    connect: {
+      timeout: timeoutMs,
+      ...(allowPrivateWebhooks ? {} : { lookup: guardedLookup }),
+      ...(options.webhookCa ? { ca: [...rootCertificates, options.webhookCa] } : {}),
+    },
+  });
   const engine = createDeliveryEngine({
     db,
     clock,
     rules,
     dispatcher,
-    allowPrivateWebhooks: options.allowPrivateWebhooks ?? false,
+    allowPrivateWebhooks,
     attemptTimeoutRealMs: timeoutMs,
     faults: options.faults,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
@@ -106,26 +132,31 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     clients: config.clients,
     tokenLifetimeSeconds: config.tokenLifetimeSeconds,
     leadExpirySeconds: rules.leadExpirySeconds,
-    allowPrivateWebhooks: options.allowPrivateWebhooks ?? false,
+    allowPrivateWebhooks,
     conformance: options.conformance ?? false,
     faults: options.faults,
   });
-  await engine.start();
-  await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 0 });
-  const { port } = app.server.address() as AddressInfo;
   const host = options.host ?? "127.0.0.1";
-  return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
-    app,
-    db,
-    clock,
-    engine,
-    async close() {
-      await app.close();
-      await engine.stop();
-      await dispatcher.close();
-      transport?.close();
-      await db.close();
-    },
+  const close = async () => {
+    await app.close();
+    await engine.stop();
+    await dispatcher.close();
+    transport?.close();
+    await db.close();
   };
+  try {
+    await app.listen({ host, port: options.port ?? 0 });
+  } catch (error) {
+    await close();
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new Error(
+      code === "EADDRINUSE"
+        ? `port ${options.port} on ${host} is already in use; choose another with --port`
+        : `cannot listen on ${host}:${options.port}: ${(error as Error).message}`,
+    );
+  }
+  await engine.start();
+  if (!transport) log("no SMTP_URL: webhook-disabled e-mails are kept and sent once one is configured");
+  const { port } = app.server.address() as AddressInfo;
+  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, app, db, clock, engine, close };
 }

@@ -49,7 +49,7 @@ export async function openPostgres(connectionString: string): Promise<Db> {
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS tokens (
-  token text PRIMARY KEY,
+  token_hash text PRIMARY KEY,
   client_id text NOT NULL,
   scopes text NOT NULL,
   expires_at bigint NOT NULL
@@ -97,6 +97,9 @@ CREATE TABLE IF NOT EXISTS attempts (
   status integer,
   error text,
   finished_at bigint,
+  -- The process that claimed it, and when in real milliseconds (a lease: see delivery.ts).
+  claimed_by text,
+  claimed_at bigint,
   UNIQUE (event_id, webhook_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_due ON attempts (state, due_at);
@@ -104,7 +107,9 @@ CREATE TABLE IF NOT EXISTS notifications (
   webhook_id text PRIMARY KEY,
   recipient text NOT NULL,
   created_at bigint NOT NULL,
-  sent_at bigint
+  sent_at bigint,
+  claimed_by text,
+  claimed_at bigint
 );
 `;
 
