@@ -50,7 +50,7 @@ export function readRawBody(req: IncomingMessage, maxBytes: number): Promise<Buf
       }
     });
     req.on("end", () => resolve(Buffer.concat(chunks)));
-    req.on("error", reject);
+    req.on("error", reject); // also a client that goes away mid-body ("aborted")
   });
 }
 

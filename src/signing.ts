@@ -1,22 +1,24 @@
-// Webhook signatures (source document, section 5.3; spec/DECISIONS.md "Signing"): lowercase hex
+// Webhook signatures (source document, section 5.3; spec/DECISIONS.md D2): lowercase hex
 // HMAC-SHA256 of the exact body bytes, keyed with the secret's UTF-8 bytes, no prefix.
 import { createHmac, timingSafeEqual } from "node:crypto";
 
-/** The exact bytes of a delivery body. A string is taken as its UTF-8 bytes. */
+/** The exact bytes of a delivery body (a Buffer is a Uint8Array). A string is taken as its UTF-8 bytes. */
 export type Payload = string | Uint8Array;
 
 const SIGNATURE = /^[0-9a-f]{64}$/;
 
-function toBytes(body: Payload): Uint8Array {
-  return typeof body === "string" ? Buffer.from(body, "utf8") : body;
-}
-
 /** The `X-Service-Signature` value for a body: 64 lowercase hex digits. */
 export function signPayload(body: Payload, secret: string): string {
-  return createHmac("sha256", secret).update(toBytes(body)).digest("hex");
+  return createHmac("sha256", secret).update(body).digest("hex");
 }
 
-export type VerifyFailure = "missing-signature" | "malformed-signature" | "signature-mismatch" | "missing-secret";
+export type VerifyFailure =
+  | "missing-signature"
+  | "malformed-signature"
+  | "signature-mismatch"
+  | "missing-secret"
+  /** The body given is not bytes or a string (typically an already parsed object). */
+  | "invalid-body";
 
 export type VerifyResult =
   | { valid: true }
@@ -27,40 +29,55 @@ export type VerifyResult =
       message: string;
     };
 
+const fail = (reason: VerifyFailure, message: string): VerifyResult => ({ valid: false, reason, message });
+
+/** Says what is wrong with a header that is not 64 lowercase hex digits (failure path only). */
+function malformed(value: unknown): VerifyResult {
+  const rule = "it must be 64 lowercase hex digits with no prefix";
+  if (typeof value !== "string") return fail("malformed-signature", `The signature header is not text; ${rule}.`);
+  const what = /^[a-z][a-z0-9-]{0,15}=/i.test(value)
+    ? `has a "${value.slice(0, value.indexOf("=") + 1)}" prefix`
+    : value.length !== 64
+      ? `has ${value.length} characters`
+      : /^[0-9a-fA-F]+$/.test(value)
+        ? "has uppercase hex digits"
+        : "has characters that are not hex digits";
+  return fail("malformed-signature", `The signature ${what}; ${rule}.`);
+}
+
 /**
  * Checks a signature header against the raw body, in constant time. Never throws: a missing,
- * malformed (wrong length, uppercase, prefixed, non-hex) or wrong header gives `valid: false`
- * with a reason.
+ * repeated or malformed (wrong length, uppercase, prefixed, non-hex) header, a wrong signature, an
+ * empty secret or a body that is not bytes gives `valid: false` with a reason.
  */
 export function verifySignature(
   body: Payload,
   header: string | readonly string[] | null | undefined,
   secret: string,
 ): VerifyResult {
-  if (!secret) return { valid: false, reason: "missing-secret", message: "No webhook secret was given." };
-  if (Array.isArray(header) && header.length !== 1) {
-    return header.length === 0
-      ? { valid: false, reason: "missing-signature", message: "The signature header is missing." }
-      : { valid: false, reason: "malformed-signature", message: "The signature header appears more than once." };
+  // Callers in plain JavaScript can pass anything: check the types instead of letting node:crypto throw.
+  if (typeof secret !== "string" || secret === "") return fail("missing-secret", "No webhook secret was given.");
+  if (typeof body !== "string" && !ArrayBuffer.isView(body)) {
+    return fail(
+      "invalid-body",
+      `The body must be the raw bytes received (Buffer, Uint8Array or string), not ${body === null ? "null" : typeof body}: verify before parsing the JSON.`,
+    );
   }
-  const value = typeof header === "string" ? header : (header as readonly string[] | null | undefined)?.[0];
+  let value: unknown = header;
+  if (Array.isArray(header)) {
+    if (header.length > 1) return fail("malformed-signature", "The signature header appears more than once.");
+    value = header[0];
+  }
   if (value === undefined || value === null || value === "") {
-    return { valid: false, reason: "missing-signature", message: "The signature header is missing." };
+    return fail("missing-signature", "The signature header is missing.");
   }
-  if (!SIGNATURE.test(value)) {
-    return {
-      valid: false,
-      reason: "malformed-signature",
-      message: `The signature must be 64 lowercase hex digits with no prefix; got ${value.length} characters.`,
-    };
-  }
-  const expected = createHmac("sha256", secret).update(toBytes(body)).digest();
+  if (typeof value !== "string" || !SIGNATURE.test(value)) return malformed(value);
+  const expected = createHmac("sha256", secret).update(body).digest();
   if (!timingSafeEqual(expected, Buffer.from(value, "hex"))) {
-    return {
-      valid: false,
-      reason: "signature-mismatch",
-      message: "The signature does not match the body: wrong secret, or the bytes were changed (re-serialized?).",
-    };
+    return fail(
+      "signature-mismatch",
+      "The signature does not match the body: wrong secret, or the bytes were changed (re-serialized?).",
+    );
   }
   return { valid: true };
 }

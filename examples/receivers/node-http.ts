@@ -1,5 +1,6 @@
 // A webhook receiver on plain node:http. createWebhookHandler reads the raw bytes, verifies the
-// X-Service-Signature over them, and only then parses the event.
+// signature over them, and only then parses the event: a parsed-then-re-serialized body
+// (whitespace, key order, \u escapes, large numbers) would no longer match the signature.
 import { createServer, type Server } from "node:http";
 import { createWebhookHandler, type WebhookEvent } from "partner-platform";
 
@@ -9,7 +10,7 @@ export function createNodeReceiver(secret: string, onEvent: (event: WebhookEvent
     createWebhookHandler({
       secret,
       onEvent(event) {
-        if (seen.has(event.id)) return; // a retry of an event already handled: acknowledge, do nothing
+        if (seen.has(event.id)) return; // a retry of an event already handled: acknowledge it again, do nothing
         seen.add(event.id);
         onEvent(event);
       },

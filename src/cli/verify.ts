@@ -1,7 +1,9 @@
 // `partner-platform verify`: checks a signature against a body read byte for byte from a file or stdin.
+// Exit status: 0 valid, 1 invalid, 2 usage error (commander's, or an unreadable body).
 import { readFile } from "node:fs/promises";
-import { Command } from "commander";
+import { Command, InvalidArgumentError } from "commander";
 import { verifySignature } from "../signing.js";
+import { loadDeliveryRules } from "../spec.js";
 
 async function readStdin(): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -9,14 +11,27 @@ async function readStdin(): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** Option parser refusing an empty value (an empty secret verifies nothing). */
+export function nonEmpty(value: string): string {
+  if (value === "") throw new InvalidArgumentError("must not be empty");
+  return value;
+}
+
 export function verifyCommand(): Command {
   return new Command("verify")
-    .description("Check an X-Service-Signature against the exact bytes of a delivery body.")
+    .description(`Check an ${loadDeliveryRules().signatureHeader} value against the exact bytes of a delivery body.`)
     .argument("[file]", "the body, byte for byte; - or nothing for stdin")
-    .requiredOption("--secret <secret>", "the webhook's secret")
-    .requiredOption("--signature <hex>", "the X-Service-Signature header value")
-    .action(async (file: string | undefined, options: { secret: string; signature: string }) => {
-      const body = !file || file === "-" ? await readStdin() : await readFile(file);
+    .requiredOption("--secret <secret>", "the webhook's secret", nonEmpty)
+    .requiredOption("--signature <hex>", `the ${loadDeliveryRules().signatureHeader} header value`)
+    .action(async (file: string | undefined, options: { secret: string; signature: string }, command: Command) => {
+      const fromStdin = !file || file === "-";
+      if (fromStdin && process.stdin.isTTY) command.error("error: no body: give a FILE, or pipe the body to stdin", { exitCode: 2 });
+      let body: Buffer;
+      try {
+        body = fromStdin ? await readStdin() : await readFile(file);
+      } catch (error) {
+        command.error(`error: cannot read the body from ${fromStdin ? "stdin" : file}: ${(error as Error).message}`, { exitCode: 2 });
+      }
       const result = verifySignature(body, options.signature, options.secret);
       if (result.valid) {
         process.stdout.write("valid\n");

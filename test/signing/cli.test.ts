@@ -2,6 +2,8 @@
 import { execFile, spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { once } from "node:events";
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -52,6 +54,13 @@ describe("partner-platform verify", () => {
     const result = await partnerPlatform(["verify", "--secret", "s"]);
     expect(result.code).toBe(2);
     expect(result.stderr.split("\n")[0]).toMatch(/required option '--signature <hex>' not specified/);
+  });
+
+  it("exits 2, not 1 (invalid), when the body cannot be read", async () => {
+    const result = await partnerPlatform(["verify", "--secret", "s", "--signature", "0".repeat(64), path.join(packageRoot, "no-such-body.json")]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(/^error: cannot read the body from .*no-such-body\.json: ENOENT.*\n$/);
   });
 });
 
@@ -106,11 +115,39 @@ describe("partner-platform send", () => {
     expect(accepted.code).toBe(0);
   });
 
+  it("delivers over plain HTTP the exact bytes it signed, the same bytes on every --repeat", async () => {
+    const received: { headers: IncomingHttpHeaders; body: Buffer }[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        received.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        res.writeHead(202).end();
+      });
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const result = await partnerPlatform(["send", "review.created", "--url", url, "--secret", secret, "--repeat", "3"]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(/^review\.created evt_[0-9A-Za-z]+ -> http:.*\n#1 202 .*\n#2 202 .*\n#3 202 [0-9.]+ ms\n$/);
+      expect(received).toHaveLength(3);
+      for (const r of received) {
+        expect(r.body.equals(received[0]!.body)).toBe(true);
+        expect(r.headers[header]).toBe(createHmac("sha256", secret).update(r.body).digest("hex"));
+        expect(r.headers["content-length"]).toBe(String(r.body.length));
+      }
+    } finally {
+      server.close();
+    }
+  });
+
   it("validates --data against the event's schema before sending anything", async () => {
     const file = path.join(dir, "data.json");
     await writeFile(file, JSON.stringify({ leadID: "abc", businessID: "4711" }));
     const result = await partnerPlatform(["send", "lead.created", "--url", receiver.url("data"), "--secret", secret, "--data", file, "--ca", caFile]);
-    expect(result.code).toBe(1);
+    expect(result.code).toBe(2);
     expect(result.stderr).toContain('/data/leadID: must match pattern "^[0-9]{1,19}$"');
     expect(result.stderr).toContain("/data: must have required property 'request'");
     expect(receiver.at("data")).toHaveLength(0);
@@ -118,7 +155,7 @@ describe("partner-platform send", () => {
 
   it("names the eight events when given another", async () => {
     const result = await partnerPlatform(["send", "lead.create", "--url", receiver.url("x"), "--secret", secret]);
-    expect(result.code).toBe(1);
-    expect(result.stderr.trim()).toBe(`partner-platform: unknown event "lead.create"; use one of: ${eventNames.join(", ")}`);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`error: unknown event "lead.create"; use one of: ${eventNames.join(", ")}\n`);
   });
 });

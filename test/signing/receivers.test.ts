@@ -85,6 +85,13 @@ for (const [name, start] of Object.entries(receivers)) {
       expect(receiver.handled.filter((e) => e.id === id)).toHaveLength(1);
     });
 
+    it("refuses a body over its 1 MiB limit with 413", async () => {
+      const body = Buffer.alloc(1024 * 1024 + 1, 0x20);
+      const response = await deliver(bySecret.get(vectors[0]!.secret)!.url, body, "0".repeat(64));
+      await response.body?.cancel();
+      expect(response.status).toBe(413);
+    });
+
     it("refuses a body that is not JSON-typed", async () => {
       const [v] = vectors.filter((x) => x.valid);
       const response = await deliver(bySecret.get(v!.secret)!.url, v!.body, v!.header, "text/plain");

@@ -4,8 +4,10 @@ import path from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
 import { loadSigningVectors, signingVectorsFile } from "../../conformance/vectors/index.js";
+import { signingVectorDocument } from "../../scripts/make-signing-vectors.js";
+import { parseEvent } from "../../src/events/index.js";
 import { signPayload, verifySignature } from "../../src/signing.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { eventNames, loadDeliveryRules } from "../../src/spec.js";
 
 const raw = JSON.parse(readFileSync(signingVectorsFile, "utf8")) as { header: string; vectors: { bodyBase64: string; bodyText?: string }[] };
 const vectors = loadSigningVectors();
@@ -16,6 +18,24 @@ describe("signing test vectors", () => {
     const validate = new Ajv2020({ allErrors: true }).compile(schema);
     expect(validate(raw), JSON.stringify(validate.errors)).toBe(true);
     expect(raw.header).toBe(loadDeliveryRules().signatureHeader);
+  });
+
+  it("are exactly what scripts/make-signing-vectors.ts makes (rerun it after changing the spec's examples)", () => {
+    expect(raw).toEqual(signingVectorDocument());
+  });
+
+  it("have unique ids", () => {
+    expect(new Set(vectors.map((v) => v.id)).size).toBe(vectors.length);
+  });
+
+  it("have valid bodies that are schema-valid events, covering all eight", () => {
+    const seen = new Set<string>();
+    for (const v of vectors.filter((x) => x.valid)) {
+      const parsed = parseEvent(v.body);
+      expect(parsed.ok, `${v.id}: ${parsed.ok ? "" : [parsed.error, ...parsed.issues].join(" ")}`).toBe(true);
+      if (parsed.ok) seen.add(parsed.event.event);
+    }
+    expect([...seen].sort()).toEqual([...eventNames].sort());
   });
 
   it("carry bodyText equal to the base64 body wherever the body is UTF-8", () => {
@@ -61,5 +81,31 @@ describe("verifySignature", () => {
 
   it("refuses an empty secret instead of verifying with it", () => {
     expect(verifySignature(v!.body, v!.header, "")).toMatchObject({ valid: false, reason: "missing-secret" });
+  });
+
+  // Plain-JavaScript callers can pass anything; none of it may throw.
+  it("never throws on values of the wrong type", () => {
+    const loose = verifySignature as (body: unknown, header: unknown, secret: unknown) => ReturnType<typeof verifySignature>;
+    expect(loose(JSON.parse(v!.body.toString("utf8")), v!.header, v!.secret)).toMatchObject({ valid: false, reason: "invalid-body" });
+    expect(loose(null, v!.header, v!.secret)).toMatchObject({ valid: false, reason: "invalid-body" });
+    expect(loose(v!.body, v!.header, undefined)).toMatchObject({ valid: false, reason: "missing-secret" });
+    expect(loose(v!.body, 42, v!.secret)).toMatchObject({ valid: false, reason: "malformed-signature" });
+    expect(loose(v!.body, [undefined], v!.secret)).toMatchObject({ valid: false, reason: "missing-signature" });
+  });
+
+  it("says what is wrong with a malformed header", () => {
+    const message = (header: string) => {
+      const result = verifySignature(v!.body, header, v!.secret);
+      return result.valid ? "" : result.message;
+    };
+    expect(message(`sha256=${v!.header!}`)).toMatch(/"sha256=" prefix/);
+    expect(message(v!.header!.toUpperCase())).toMatch(/uppercase/);
+    expect(message(v!.header!.slice(0, 63))).toMatch(/63 characters/);
+    expect(message("z".repeat(64))).toMatch(/not hex digits/);
+  });
+
+  it("accepts a Uint8Array that is a view into a larger buffer", () => {
+    const padded = Buffer.concat([Buffer.from("xx"), v!.body, Buffer.from("yy")]);
+    expect(verifySignature(padded.subarray(2, 2 + v!.body.length), v!.header, v!.secret).valid).toBe(true);
   });
 });
