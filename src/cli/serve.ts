@@ -10,7 +10,7 @@ interface ServeFlags {
   config?: string;
   databaseUrl?: string;
   dataDir?: string;
-  clock?: string;
+  clock?: ReturnType<typeof parseClockMode>;
   conformance?: boolean;
   allowPrivateWebhooks?: boolean;
   smtpUrl?: string;
@@ -31,10 +31,20 @@ export function serveCommand(): Command {
       },
       4020,
     )
-    .option("--config <file>", "JSON: clients (clientId, clientSecret, scopes, contactEmail) and tokenLifetimeSeconds")
+    .option("--config <file>", "JSON (src/server/config.schema.json): clients, tokenLifetimeSeconds, smtpUrl, allowPrivateWebhooks")
     .addOption(new Option("--database-url <url>", "PostgreSQL; default: the embedded database").env("DATABASE_URL"))
     .option("--data-dir <dir>", "folder of the embedded database (default: memory only)")
-    .addOption(new Option("--clock <mode>", "real, virtual, or scaled:FACTOR (scaled:0.001: a 1 min wait takes 60 ms)").env("CONFORMANCE_CLOCK"))
+    .addOption(
+      new Option("--clock <mode>", "real, virtual, or scaled:FACTOR (scaled:0.001: a 1 min wait takes 60 ms)")
+        .env("CONFORMANCE_CLOCK")
+        .argParser((v) => {
+          try {
+            return parseClockMode(v);
+          } catch (error) {
+            throw new InvalidArgumentError((error as Error).message);
+          }
+        }),
+    )
     .option("--conformance", "enable the Conformance Control API under /conformance (never in production)")
     .option("--allow-private-webhooks", "accept webhook URLs on loopback and private networks (local testing)")
     .addOption(new Option("--smtp-url <url>", "SMTP server for the webhook-disabled e-mail").env("SMTP_URL"))
@@ -46,9 +56,10 @@ export function serveCommand(): Command {
         config: loadConfig(flags.config),
         databaseUrl: flags.databaseUrl,
         dataDir: flags.dataDir,
-        clock: flags.clock ? parseClockMode(flags.clock) : { mode: "real" },
+        clock: flags.clock ?? { mode: "real" },
         conformance: flags.conformance ?? false,
-        allowPrivateWebhooks: flags.allowPrivateWebhooks ?? false,
+        // Unset flags leave the config file's choice.
+        allowPrivateWebhooks: flags.allowPrivateWebhooks,
         smtpUrl: flags.smtpUrl,
         webhookCa: flags.webhookCa ? readFileSync(flags.webhookCa, "utf8") : undefined,
       });

@@ -1,6 +1,7 @@
 // The delivery engine (spec/DECISIONS.md D1–D8, numbers from x-delivery): signed POSTs of the exact
 // bytes, retries counted from each failure, one consecutive-failure counter per webhook, disabling
 // with exactly one e-mail. State lives in the database, so a restart resumes the schedule.
+import { setMaxListeners } from "node:events";
 import { request, type Dispatcher } from "undici";
 import { newEventId } from "../events/index.js";
 import { signPayload } from "../signing.js";
@@ -72,6 +73,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const owner = `${process.pid}-${newEventId(Date.now())}`;
   const leaseMs = 3 * timeoutMs + 10_000;
   const stopping = new AbortController();
+  setMaxListeners(0, stopping.signal); // one listener per attempt in flight
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = true;
@@ -297,6 +299,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
    * nobody else. With `waitForAttempts` (virtual time, tests) it also waits for their outcomes.
    */
   async function runDueOnce(waitForAttempts: boolean): Promise<void> {
+    if (stopped) return;
     const now = clock.now();
     await expireLeads(now);
     const due = await claimDue(now);
@@ -378,6 +381,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     async advance(seconds) {
       const target = clock.now() + seconds * 1000;
       for (;;) {
+        if (stopped) return;
         const next = await nextDueAt();
         if (next === undefined || next > target) break;
         clock.set(next);

@@ -137,9 +137,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     faults: options.faults,
   });
   const host = options.host ?? "127.0.0.1";
+  // The engine first: attempts in flight are handed back rather than waited for, whatever the API is doing.
   const close = async () => {
-    await app.close();
     await engine.stop();
+    await app.close();
     await dispatcher.close();
     transport?.close();
     await db.close();

@@ -13,9 +13,21 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+/** A fresh cluster of the embedded database, taken once: creating one (initdb) costs seconds, loading a copy well under one. */
+let freshCluster: Promise<Blob> | undefined;
+
 /** `dataDir` persists the embedded database; without it, it lives in memory. */
 export async function openEmbedded(dataDir?: string): Promise<Db> {
-  const db = new PGlite(dataDir);
+  let db: PGlite;
+  if (dataDir) {
+    db = new PGlite(dataDir);
+  } else if (freshCluster) {
+    db = new PGlite({ loadDataDir: await freshCluster });
+  } else {
+    db = new PGlite();
+    freshCluster = db.waitReady.then(() => db.dumpDataDir("none"));
+    freshCluster.catch(() => (freshCluster = undefined));
+  }
   await db.waitReady;
   return {
     query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await db.query<R>(sql, params)).rows }),

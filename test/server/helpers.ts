@@ -1,0 +1,43 @@
+// What the reference server's tests share: its API through the typed client, and the control API.
+import { createPartnerClient } from "../../src/client/index.js";
+import { loadConfig, type RunningServer } from "../../src/server/index.js";
+import type { EventName } from "../../src/spec.js";
+
+export const client = loadConfig().clients[0]!;
+
+export function api(server: RunningServer) {
+  return createPartnerClient({
+    baseUrl: server.url,
+    authUrl: server.url,
+    clientId: client.clientId,
+    clientSecret: client.clientSecret,
+    scopes: client.scopes as ("demand::search" | "demand::request" | "webhooks::write")[],
+  });
+}
+
+/** Registers a webhook and returns its id; fails the test on anything but 201. */
+export async function register(server: RunningServer, url: string, events: EventName[], businessID = "4711", secret = "whsec-test-0123456789"): Promise<string> {
+  const { data, response, error } = await api(server).POST("/api/v2/webhooks", { body: { url, events, businessID, secret } });
+  if (!data) throw new Error(`registration failed with ${response.status}: ${JSON.stringify(error)}`);
+  return data.webhookID;
+}
+
+async function post(server: RunningServer, path: string, body: unknown): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+  return { status: response.status, body: await response.json() };
+}
+
+/** The Conformance Control API, as a suite drives it. */
+export function control(server: RunningServer) {
+  return {
+    trigger: (event: EventName, businessID: string, data?: unknown) => post(server, "/conformance/events", { event, businessID, data }),
+    async advance(seconds: number): Promise<void> {
+      const r = await post(server, "/conformance/clock/advance", { seconds });
+      if (r.status !== 200) throw new Error(`advance failed with ${r.status}: ${JSON.stringify(r.body)}`);
+    },
+    post: (path: string, body: unknown) => post(server, `/conformance${path}`, body),
+  };
+}
+
+/** The envelope of a delivery's body. */
+export const envelope = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id: string; event: EventName; timestamp: string; data: Record<string, any> };
