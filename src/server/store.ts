@@ -1,6 +1,8 @@
 // The reference server's storage: one set of PostgreSQL statements, run by PGlite (embedded, the
 // default: no server needed) or by a PostgreSQL server (DATABASE_URL). Webhooks, tokens, requests,
 // leads, events and pending attempts all live here, so a restart loses nothing.
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 
@@ -13,20 +15,21 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
-/** A fresh cluster of the embedded database, taken once: creating one (initdb) costs seconds, loading a copy well under one. */
+/** A fresh cluster of the embedded database, kept from the first one made: creating one (initdb) takes seconds, loading a copy well under one. */
 let freshCluster: Promise<Blob> | undefined;
 
 /** `dataDir` persists the embedded database; without it, it lives in memory. */
 export async function openEmbedded(dataDir?: string): Promise<Db> {
+  const isNew = !dataDir || !existsSync(path.join(dataDir, "PG_VERSION"));
   let db: PGlite;
-  if (dataDir) {
-    db = new PGlite(dataDir);
-  } else if (freshCluster) {
-    db = new PGlite({ loadDataDir: await freshCluster });
+  if (isNew && freshCluster) {
+    db = new PGlite(dataDir, { loadDataDir: await freshCluster });
   } else {
-    db = new PGlite();
-    freshCluster = db.waitReady.then(() => db.dumpDataDir("none"));
-    freshCluster.catch(() => (freshCluster = undefined));
+    db = new PGlite(dataDir);
+    if (isNew) {
+      freshCluster = db.waitReady.then(() => db.dumpDataDir("none"));
+      freshCluster.catch(() => (freshCluster = undefined));
+    }
   }
   await db.waitReady;
   return {

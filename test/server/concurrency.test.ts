@@ -1,9 +1,8 @@
 // A hanging receiver does not delay deliveries to others (real time: no clock tricks).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
-import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
-
-const client = loadConfig().clients[0]!;
+import { startServer, type RunningServer } from "../../src/server/index.js";
+import { register } from "./helpers.js";
 
 describe("delivery concurrency", () => {
   let receiver: Receiver;
@@ -18,12 +17,7 @@ describe("delivery concurrency", () => {
   });
 
   it("delivers to a healthy webhook while another one hangs", async () => {
-    for (const endpoint of ["hangs", "healthy"]) {
-      await server.db.query(
-        "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ($1, $2, $3, $4, '4711', 'whsec-0123456789abcdef', 0)",
-        [endpoint === "hangs" ? "1" : "2", client.clientId, receiver.url(endpoint), JSON.stringify(["review.created"])],
-      );
-    }
+    for (const endpoint of ["hangs", "healthy"]) await register(server, receiver.url(endpoint), ["review.created"]);
     receiver.script("hangs", [answers.hang]);
     await server.engine.emit("review.created", "4711", { reviewID: "1", businessID: "4711", rating: 5, reviewer: { name: "A" }, createdAt: "2026-11-22T14:00:00Z" });
     await receiver.waitFor((d) => d.some((x) => x.endpoint === "hangs"), 5000, "the hanging attempt");

@@ -1,4 +1,5 @@
 // What the reference server's tests share: its API through the typed client, and the control API.
+import { postgresBinDir } from "../../scripts/postgres.js";
 import { createPartnerClient } from "../../src/client/index.js";
 import { loadConfig, type RunningServer } from "../../src/server/index.js";
 import type { EventName } from "../../src/spec.js";
@@ -41,3 +42,14 @@ export function control(server: RunningServer) {
 
 /** The envelope of a delivery's body. */
 export const envelope = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id: string; event: EventName; timestamp: string; data: Record<string, any> };
+
+/**
+ * The storage back-ends every storage test runs on: the embedded database always, PostgreSQL when
+ * installed (a throwaway server, scripts/postgres.ts). Under CI a missing PostgreSQL fails the run.
+ */
+export function storageBackends(): { name: string; postgres: boolean }[] {
+  const hasPostgres = postgresBinDir() !== undefined;
+  if (!hasPostgres && process.env.CI) throw new Error("CI needs PostgreSQL: scripts/install-system-deps.sh installs it");
+  if (!hasPostgres) console.warn("PostgreSQL storage tests skipped: PostgreSQL is not installed (scripts/install-system-deps.sh)");
+  return [{ name: "embedded (PGlite)", postgres: false }, ...(hasPostgres ? [{ name: "PostgreSQL", postgres: true }] : [])];
+}

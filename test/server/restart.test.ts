@@ -1,72 +1,93 @@
 // Durability: a restart in the middle of a retry schedule resumes it at the right times, with no
-// attempt lost or repeated.
+// attempt lost or repeated; an attempt cut off by the stop is made again (at-least-once).
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
-import { createPartnerClient } from "../../src/client/index.js";
-import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
+import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
+import { startServer, type RunningServer } from "../../src/server/index.js";
 import { loadDeliveryRules } from "../../src/spec.js";
-import { postgresBinDir, startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
+import { control, envelope, register, storageBackends } from "./helpers.js";
 
-const hasPostgres = postgresBinDir() !== undefined;
-if (!hasPostgres && process.env.CI) throw new Error("CI needs PostgreSQL: scripts/install-system-deps.sh installs it");
-if (!hasPostgres) console.warn("PostgreSQL storage tests skipped: PostgreSQL is not installed (scripts/install-system-deps.sh)");
-
-const client = loadConfig().clients[0]!;
 const [firstWait, secondWait] = loadDeliveryRules().retryWaitsSeconds as [number, number];
 
-const backends = [
-  { name: "embedded (PGlite)", postgres: false },
-  ...(hasPostgres ? [{ name: "PostgreSQL", postgres: true }] : []),
-];
-
-describe.each(backends)("restart in the middle of a retry schedule, $name storage", ({ postgres }) => {
+describe.each(storageBackends())("restart, $name storage", ({ postgres }) => {
   let receiver: Receiver;
   let dataDir: string;
-  let server: TestPostgres | undefined;
+  let pg: TestPostgres | undefined;
   let storage: { dataDir?: string; databaseUrl?: string };
   beforeAll(async () => {
     receiver = await startReceiver();
     dataDir = await mkdtemp(path.join(tmpdir(), "reference-db-"));
-    server = postgres ? await startTestPostgres() : undefined;
-    storage = server ? { databaseUrl: await server.createDatabase("restart") } : { dataDir };
+    pg = postgres ? await startTestPostgres() : undefined;
   });
   afterAll(async () => {
     await receiver.close();
-    server?.stop();
+    pg?.stop();
     await rm(dataDir, { recursive: true, force: true });
   });
 
+  /** Fresh storage per test: a data directory, or a database of the throwaway server. */
+  async function freshStorage(name: string) {
+    storage = pg ? { databaseUrl: await pg.createDatabase(name) } : { dataDir: path.join(dataDir, name) };
+  }
+
+  // A long real attempt timeout: an attempt in flight when the test stops the server is still in flight.
   const start = (clockStart?: number) =>
-    startServer({ ...storage, clock: { mode: "virtual", start: clockStart }, conformance: true, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
-  const advance = (server: RunningServer, seconds: number) =>
-    fetch(`${server.url}/conformance/clock/advance`, { method: "POST", body: JSON.stringify({ seconds }), headers: { "content-type": "application/json" } }).then((r) => r.json());
+    startServer({
+      ...storage,
+      clock: { mode: "virtual", start: clockStart },
+      conformance: true,
+      allowPrivateWebhooks: true,
+      webhookCa: receiver.pki.caCert,
+      virtualAttemptTimeoutMs: 60_000,
+      log: () => undefined,
+    });
 
   it("resumes the schedule from the database", async () => {
+    await freshStorage("resume");
     receiver.script("restart", [], answers.status(500));
     const first = await start();
-    const api = createPartnerClient({ baseUrl: first.url, authUrl: first.url, clientId: client.clientId, clientSecret: client.clientSecret, scopes: ["webhooks::write"] });
-    const { response } = await api.POST("/api/v2/webhooks", {
-      body: { url: receiver.url("restart"), events: ["review.created"], businessID: "4711", secret: "0123456789abcdef" },
-    });
-    expect(response.status).toBe(201);
-    await fetch(`${first.url}/conformance/events`, { method: "POST", body: JSON.stringify({ event: "review.created", businessID: "4711" }), headers: { "content-type": "application/json" } });
-    await advance(first, 0);
-    await advance(first, firstWait);
+    await register(first, receiver.url("restart"), ["review.created"]);
+    await control(first).trigger("review.created", "4711");
+    await control(first).advance(0);
+    await control(first).advance(firstWait);
     expect(receiver.at("restart")).toHaveLength(2);
     const stoppedAt = first.clock.now();
     await first.close();
 
+    const second: RunningServer = await start(stoppedAt);
+    try {
+      await control(second).advance(secondWait - 1);
+      expect(receiver.at("restart")).toHaveLength(2);
+      await control(second).advance(1);
+      expect(receiver.at("restart")).toHaveLength(3);
+      expect(new Set(receiver.at("restart").map((d) => envelope(d.body).id)).size).toBe(1);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("makes an attempt that a stop cut off again after the restart, and nothing else", async () => {
+    await freshStorage("in-flight");
+    receiver.script("cut-off", [answers.hang], answers.ok);
+    const first = await start();
+    await register(first, receiver.url("cut-off"), ["payment.received"]);
+    await control(first).trigger("payment.received", "4711");
+    const advancing = control(first).advance(0).catch(() => undefined);
+    await receiver.waitFor((d) => d.some((x) => x.endpoint === "cut-off"), 10_000, "the attempt that hangs");
+    const stoppedAt = first.clock.now();
+    await first.close();
+    await advancing;
+
     const second = await start(stoppedAt);
     try {
-      await advance(second, secondWait - 1);
-      expect(receiver.at("restart")).toHaveLength(2);
-      await advance(second, 1);
-      expect(receiver.at("restart")).toHaveLength(3);
-      const ids = receiver.at("restart").map((d) => (JSON.parse(d.body.toString()) as { id: string }).id);
-      expect(new Set(ids).size).toBe(1);
+      await control(second).advance(0);
+      expect(receiver.at("cut-off")).toHaveLength(2);
+      await control(second).advance(2 * 24 * 3600);
+      expect(receiver.at("cut-off")).toHaveLength(2);
+      expect(new Set(receiver.at("cut-off").map((d) => envelope(d.body).id)).size).toBe(1);
     } finally {
       await second.close();
     }

@@ -1,0 +1,103 @@
+// The storage interface (src/server/store.ts), one suite for both back-ends: the embedded database
+// and PostgreSQL. On PostgreSQL, two server processes share one database and claim each attempt once.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
+import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
+import { startServer } from "../../src/server/index.js";
+import { migrate, nextId, openEmbedded, openPostgres, type Db } from "../../src/server/store.js";
+import { validatorFor } from "../../src/spec.js";
+import { client, envelope, register, storageBackends } from "./helpers.js";
+
+describe.each(storageBackends())("storage, $name", ({ postgres }) => {
+  let pg: TestPostgres | undefined;
+  let dir: string;
+  let databases = 0;
+  beforeAll(async () => {
+    pg = postgres ? await startTestPostgres() : undefined;
+    dir = await mkdtemp(path.join(tmpdir(), "storage-"));
+  });
+  afterAll(async () => {
+    pg?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** A new, empty, durable database; `open` opens it again (as a restarted server does). */
+  async function fresh(): Promise<{ open: () => Promise<Db> }> {
+    const name = `db${++databases}`;
+    if (pg) {
+      const url = await pg.createDatabase(name);
+      return { open: () => openPostgres(url) };
+    }
+    return { open: () => openEmbedded(path.join(dir, name)) };
+  }
+
+  it("migrates idempotently and keeps what was committed across a reopen", async () => {
+    const store = await fresh();
+    const db = await store.open();
+    await migrate(db);
+    await migrate(db);
+    await db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
+    await db.close();
+    const again = await store.open();
+    try {
+      await migrate(again);
+      expect((await again.query<{ client_id: string }>("SELECT client_id FROM tokens")).rows).toEqual([{ client_id: "c" }]);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it("rolls a failed transaction back entirely", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      await expect(
+        db.transaction(async (tx) => {
+          await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
+          await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
+        }),
+      ).rejects.toThrow();
+      expect((await db.query("SELECT * FROM tokens")).rows).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it("hands out distinct numeric identifiers (D14), also to concurrent callers", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      const ids = await Promise.all(Array.from({ length: 50 }, () => nextId(db)));
+      expect(new Set(ids).size).toBe(50);
+      for (const id of ids) expect(validatorFor("LeadId")(id)).toBe(true);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it.runIf(postgres)("lets two servers share one database and delivers each event once", async () => {
+    const receiver: Receiver = await startReceiver();
+    const databaseUrl = await pg!.createDatabase("shared");
+    const options = { databaseUrl, clock: { mode: "virtual" as const }, conformance: true, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined };
+    const a = await startServer(options);
+    const b = await startServer(options);
+    try {
+      await register(a, receiver.url("shared"), ["review.created"]);
+      const events = 40;
+      for (let i = 0; i < events; i++) {
+        await a.engine.emit("review.created", "4711", { reviewID: String(i + 1), businessID: "4711", rating: 5, reviewer: { name: client.clientId }, createdAt: "2026-11-22T14:00:00Z" });
+      }
+      // b's clock started later, so everything a queued is due for both.
+      await Promise.all([a.engine.runDue(), b.engine.runDue(), a.engine.runDue(), b.engine.runDue()]);
+      const ids = receiver.at("shared").map((d) => envelope(d.body).id);
+      expect([ids.length, new Set(ids).size]).toEqual([events, events]);
+    } finally {
+      await a.close();
+      await b.close();
+      await receiver.close();
+    }
+  });
+});
