@@ -1,19 +1,32 @@
 // `npm run docs`: one self-contained HTML reference from generated/openapi/openapi.yaml (REST operations
 // and the webhook events), rendered by Redocly's build-docs with the Redoc bundle inlined.
-import { execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 const root = path.resolve(import.meta.dirname, "..");
 const out = path.join(root, "generated/docs/index.html");
-execFileSync(
+const build = spawnSync(
   path.join(root, "node_modules/.bin/redocly"),
   ["build-docs", "generated/openapi/openapi.yaml", "--inlineBundle", "--title", "Partner Platform v4 reference", "-o", out],
-  { cwd: root, stdio: ["ignore", "ignore", "inherit"] },
+  // REDOCLY_TELEMETRY=off also writes `disableTelemetry: true` into the page: Redoc 3 otherwise posts
+  // usage traces to otel.cloud.redocly.com from the reader's browser (and the CLI reports the build).
+  { cwd: root, encoding: "utf8", env: { ...process.env, REDOCLY_TELEMETRY: "off" } },
 );
+if (build.status !== 0) {
+  // Redocly's banners are noise on success; on failure they hold the reason.
+  process.stderr.write(`${build.stdout}${build.stderr}${build.error ? `${build.error.message}\n` : ""}`);
+  process.stderr.write("docs: redocly build-docs failed\n");
+  process.exit(1);
+}
 // The only remote asset left is the "API docs by" logo, fetched at run time; an offline page must not
-// reach out, so it becomes an empty inline image.
-const emptySvg = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'/%3E";
-const html = readFileSync(out, "utf8").replace(/https:\/\/cdn\.redoc\.ly\/redoc\/logo-mini(-full)?\.svg/g, emptySvg);
+// reach out, so it becomes an inline image of the name.
+const logo = (text: string, width: number) =>
+  `data:image/svg+xml,${encodeURIComponent(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="16"><text x="0" y="12" font-family="sans-serif" font-size="12" font-weight="bold" fill="#555">${text}</text></svg>`,
+  ).replace(/'/g, "%27")}`;
+const html = readFileSync(out, "utf8")
+  .replace(/https:\/\/cdn\.redoc\.ly\/redoc\/logo-mini-full\.svg/g, logo("Redocly", 52))
+  .replace(/https:\/\/cdn\.redoc\.ly\/redoc\/logo-mini\.svg/g, logo("R", 10));
 writeFileSync(out, html);
 process.stdout.write(`Wrote ${path.relative(process.cwd(), out)} (${Math.round(html.length / 1024)} KiB)\n`);

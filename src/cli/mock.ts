@@ -1,6 +1,6 @@
 // `partner-platform mock` (and `npm start`): the spec-driven mock API, served by Prism from
 // generated/openapi/openapi.yaml, token endpoint included.
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { createRequire } from "node:module";
@@ -10,11 +10,21 @@ import { parse as parseYaml } from "yaml";
 import { packageRoot, specPaths } from "../paths.js";
 import { generatedSpecHash, specHash } from "../spec-hash.js";
 
-const generator = path.join(packageRoot, "scripts", "generate.ts");
+/**
+ * A checkout can rebuild generated/: it has the generator and is not an installed copy under
+ * node_modules (the published package ships scripts/generate.ts, but not TypeSpec or tsx).
+ */
+export function isCheckout(root = packageRoot): boolean {
+  return existsSync(path.join(root, "scripts", "generate.ts")) && !root.split(path.sep).includes("node_modules");
+}
 
-/** In a checkout (the generator is there) generated/ is stale when spec/ changed since it was built. */
+/** Regenerate only in a checkout whose spec/ no longer matches the hash generated/ was built from. */
+export function needsRegeneration(state: { checkout: boolean; specHash: string; generatedHash: string | undefined }): boolean {
+  return state.checkout && state.specHash !== state.generatedHash;
+}
+
 export function generatedIsStale(): boolean {
-  return existsSync(generator) && specHash() !== generatedSpecHash();
+  return needsRegeneration({ checkout: isCheckout(), specHash: specHash(), generatedHash: generatedSpecHash() });
 }
 
 function parsePort(value: string): number {
@@ -23,17 +33,21 @@ function parsePort(value: string): number {
   return port;
 }
 
+export function busyPortMessage(host: string, port: number): string {
+  return `port ${port} on ${host} is already in use; choose another with --port`;
+}
+
+/** Why Prism ended when nobody asked it to, in one line (its stderr ends with the reason). */
+export function prismFailureMessage(stderr: string, code: number | null, host: string, port: number): string {
+  if (stderr.includes("EADDRINUSE")) return busyPortMessage(host, port);
+  return `Prism exited with code ${code}: ${stderr.trim().split("\n").at(-1) ?? ""}`;
+}
+
 function assertPortFree(host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once("error", (error: NodeJS.ErrnoException) =>
-      reject(
-        new Error(
-          error.code === "EADDRINUSE"
-            ? `port ${port} on ${host} is already in use; choose another with --port`
-            : `cannot listen on ${host}:${port}: ${error.message}`,
-        ),
-      ),
+      reject(new Error(error.code === "EADDRINUSE" ? busyPortMessage(host, port) : `cannot listen on ${host}:${port}: ${error.message}`)),
     );
     probe.listen(port, host, () => probe.close(() => resolve()));
   });
@@ -68,51 +82,58 @@ export function banner(origin: string): string {
     `  curl -s -H "Authorization: Bearer $TOKEN" "${origin}/api/v2/businesses/search?category_id=${categoryId}&zip=${zip}"`,
     ``,
     `Prism checks that credentials are present and that requests match the schema; it does not check a token's validity or scopes.`,
-    `Select responses with "Prefer: code=429" or "Prefer: example=<name>". Ctrl-C stops it.`,
+    `Pick another documented answer with "Prefer: code=429" (or "Prefer: code=403, example=insufficient-scope"). Ctrl-C stops it.`,
   ].join("\n");
 }
 
 export async function runMock(options: { host: string; port: number }): Promise<void> {
   if (generatedIsStale()) {
     process.stdout.write("spec/ changed since generated/ was built: running npm run generate...\n");
-    execFileSync(process.execPath, ["--import", "tsx", generator], { cwd: packageRoot, stdio: "inherit" });
+    const generate = spawnSync(process.execPath, ["--import", "tsx", path.join(packageRoot, "scripts", "generate.ts")], {
+      cwd: packageRoot,
+      stdio: "inherit",
+    });
+    if (generate.status !== 0) throw new Error("npm run generate failed (see above); fix spec/ and try again");
   }
   await assertPortFree(options.host, options.port);
   const prismCli = createRequire(import.meta.url).resolve("@stoplight/prism-cli/dist/index.js");
-  const prism = spawn(
-    process.execPath,
-    [prismCli, "mock", specPaths.openapi, "--host", options.host, "--port", String(options.port), "--errors", "false"],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
+  // The spec's examples, not generated data. `--errors` (violations as error answers) is for checking a real
+  // server through `prism proxy`; the examples are validated by the contract tests.
+  const args = ["mock", specPaths.openapi, "--host", options.host, "--port", String(options.port), "--dynamic", "false", "--errors", "false"];
+  const prism = spawn(process.execPath, [prismCli, ...args], { stdio: ["ignore", "pipe", "pipe"] });
   const origin = `http://${options.host.includes(":") ? `[${options.host}]` : options.host}:${options.port}`;
   let ready = false;
-  let stopping = false;
+  let startup = "";
   prism.stdout.setEncoding("utf8").on("data", (text: string) => {
     // Prism's request log is useful while developing against the mock; its start-up chatter is not.
     if (ready) return void process.stdout.write(text);
-    const at = text.indexOf("\n", text.indexOf("Prism is listening"));
-    if (text.includes("Prism is listening")) {
-      ready = true;
-      process.stdout.write(`${banner(origin)}\n\n${at >= 0 ? text.slice(at + 1) : ""}`);
-    }
+    startup += text;
+    const listening = startup.indexOf("Prism is listening");
+    const lineEnd = startup.indexOf("\n", listening);
+    if (listening < 0 || lineEnd < 0) return;
+    ready = true;
+    process.stdout.write(`${banner(origin)}\n\n${startup.slice(lineEnd + 1)}`);
   });
   let errors = "";
-  prism.stderr.setEncoding("utf8").on("data", (text: string) => (errors += text));
+  prism.stderr.setEncoding("utf8").on("data", (text: string) => {
+    if (ready) process.stderr.write(text);
+    else errors += text;
+  });
+  let stopping = false;
   const stop = () => {
     stopping = true;
     prism.kill("SIGTERM");
   };
-  process.once("SIGINT", stop);
-  process.once("SIGTERM", stop);
-  const code = await new Promise<number | null>((resolve) => prism.once("exit", (c) => resolve(c)));
-  process.off("SIGINT", stop);
-  process.off("SIGTERM", stop);
-  if (!stopping) {
-    const reason = errors.includes("EADDRINUSE")
-      ? `port ${options.port} on ${options.host} is already in use; choose another with --port`
-      : `Prism exited with code ${code}: ${errors.trim().split("\n").at(-1) ?? ""}`;
-    throw new Error(reason);
-  }
+  // Left installed until the process ends: a second Ctrl-C (or one relayed by a wrapper such as the tsx
+  // CLI) must not find the process without a listener, which would end it with status 130.
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    prism.once("exit", (c, s) => resolve([c, s])),
+  );
+  // A Ctrl-C in a terminal reaches Prism too, and it may end before this process has seen the signal.
+  if (stopping || signal === "SIGINT" || signal === "SIGTERM") return;
+  throw new Error(prismFailureMessage(errors, code, options.host, options.port));
 }
 
 export function mockCommand(): Command {

@@ -1,17 +1,18 @@
-// The mock as a user runs it: a real process, called through the package's typed client.
+// The mock as a user runs it: `npm start`'s command as a real process, called through the package's
+// typed client, and stopped the way a terminal's Ctrl-C does it.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
-import path from "node:path";
+import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { busyPortMessage, prismFailureMessage } from "../../src/cli/mock.js";
 import { createPartnerClient } from "../../src/client/index.js";
-import { packageRoot } from "../../src/paths.js";
 import { freePort } from "../../scripts/free-port.js";
+import { startCommand } from "../../scripts/start-command.js";
 
-const cli = path.join(packageRoot, "src/cli/main.ts");
-
-
+/** `npm start -- --port N` without npm, in a process group of its own (as a terminal runs it). */
 function startMock(port: number): ChildProcessWithoutNullStreams {
-  return spawn(process.execPath, ["--import", "tsx", cli, "mock", "--port", String(port)], { cwd: packageRoot });
+  const { file, args, cwd } = startCommand("--port", String(port));
+  return spawn(file, args, { cwd, detached: true });
 }
 
 /** Resolves with everything printed once `text` appears on stdout. */
@@ -26,21 +27,35 @@ function waitForOutput(child: ChildProcessWithoutNullStreams, text: string): Pro
   });
 }
 
+async function portIsFree(port: number): Promise<boolean> {
+  const server = createServer();
+  const free = await new Promise<boolean>((resolve) => {
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => resolve(true));
+  });
+  if (free) await new Promise((resolve) => server.close(resolve));
+  return free;
+}
+
 describe("partner-platform mock", () => {
   let mock: ChildProcessWithoutNullStreams;
+  let port: number;
   let origin: string;
   let banner: string;
+  let stderr = "";
 
   beforeAll(async () => {
-    const port = await freePort();
+    port = await freePort();
     origin = `http://127.0.0.1:${port}`;
     mock = startMock(port);
+    mock.stderr.setEncoding("utf8").on("data", (t: string) => (stderr += t));
+    // The banner is printed once Prism reports that it listens: readiness as an event, not a poll.
     banner = await waitForOutput(mock, "Ctrl-C stops it.");
   });
 
   afterAll(async () => {
-    if (mock.exitCode === null) {
-      mock.kill("SIGINT");
+    if (mock.exitCode === null && mock.signalCode === null) {
+      process.kill(-mock.pid!, "SIGINT");
       await once(mock, "exit");
     }
   });
@@ -68,6 +83,7 @@ describe("partner-platform mock", () => {
     expect(token).toBe("eyJhbGciOiJIUzI1NiJ9.cGFydG5lci1hY21l.c2lnbmF0dXJl");
 
     const search = await c.GET("/api/v2/businesses/search", { params: { query: { category_id: "1000123", zip: "10001" } } });
+    expect(search.response.status).toBe(200);
     expect(search.data?.businesses.map((b) => b.businessID)).toEqual(["4711", "4712"]);
 
     const request = await c.POST("/api/v4/requests", {
@@ -80,46 +96,73 @@ describe("partner-platform mock", () => {
       body: { url: "https://hooks.example.com/p", events: ["lead.created"], businessID: "4711", secret: "0123456789abcdef" },
     });
     expect(webhook.response.status).toBe(201);
+    expect(webhook.data?.status).toBe("enabled");
     expect(webhook.data).not.toHaveProperty("secret");
   });
 
-  it("answers 401 problem+json without credentials", async () => {
-    const response = await fetch(`${origin}/api/v2/businesses/search?category_id=1000123&zip=10001`);
+  it("answers 401 problem+json to a call without credentials", async () => {
+    // The client always sends its token: take it off on the way out (the client's retry after a 401 too).
+    const withoutCredentials = (request: Request) => {
+      if (!request.url.endsWith("/oauth2/token")) request.headers.delete("Authorization");
+      return fetch(request);
+    };
+    const { response, error } = await client(withoutCredentials).GET("/api/v2/businesses/search", {
+      params: { query: { category_id: "1000123", zip: "10001" } },
+    });
     expect(response.status).toBe(401);
-    await response.body?.cancel();
+    expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    expect(response.headers.get("www-authenticate")).toBeTruthy();
+    expect(error?.type).toBe("urn:partner-platform:problem:unauthenticated");
   });
 
-  it("answers 422 to a body that violates the schema", async () => {
+  it("answers 422 to a body that violates the schema, naming the violation in sl-violations", async () => {
     const { response, error } = await client().POST("/api/v2/webhooks", {
       body: { url: "http://hooks.example.com/p", events: ["lead.created"], businessID: "4711", secret: "0123456789abcdef" },
     });
     expect(response.status).toBe(422);
-    expect(error).toBeDefined();
+    expect(error?.type).toBe("urn:partner-platform:problem:validation-failed");
+    expect(response.headers.get("sl-violations")).toContain('"url"');
   });
 
   it("answers 429 with a problem when asked with Prefer: code=429", async () => {
-    const c = client();
-    const { response, error } = await c.GET("/api/v2/businesses/search", {
+    const { response, error } = await client().GET("/api/v2/businesses/search", {
       params: { query: { category_id: "1000123", zip: "10001" } },
       headers: { Prefer: "code=429" },
     });
     expect(response.status).toBe(429);
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(error?.type).toBe("urn:partner-platform:problem:rate-limited");
   });
 
   it("refuses a busy port with one line naming the port and --port", async () => {
-    const second = startMock(Number(new URL(origin).port));
-    let stderr = "";
-    second.stderr.setEncoding("utf8").on("data", (t: string) => (stderr += t));
+    const second = startMock(port);
+    let err = "";
+    second.stderr.setEncoding("utf8").on("data", (t: string) => (err += t));
     const [code] = (await once(second, "exit")) as [number];
     expect(code).not.toBe(0);
-    expect(stderr.trim()).toBe(`partner-platform: port ${new URL(origin).port} on 127.0.0.1 is already in use; choose another with --port`);
+    expect(err).toBe(`partner-platform: ${busyPortMessage("127.0.0.1", port)}\n`);
+    expect(err).toContain(`port ${port}`);
+    expect(err).toContain("--port");
   });
 
-  it("stops cleanly on Ctrl-C", async () => {
-    mock.kill("SIGINT");
-    const [code] = (await once(mock, "exit")) as [number];
-    expect(code).toBe(0);
+  it("stops Prism and exits with status 0 on Ctrl-C (SIGINT to the whole process group)", async () => {
+    process.kill(-mock.pid!, "SIGINT");
+    const [code, signal] = (await once(mock, "exit")) as [number | null, string | null];
+    expect({ code, signal }).toEqual({ code: 0, signal: null });
+    expect(stderr).toBe("");
+    expect(await portIsFree(port)).toBe(true);
+  });
+});
+
+describe("Prism failing on its own", () => {
+  it("reports a port taken between the check and Prism's bind as a busy port", () => {
+    // The last lines Prism writes to stderr when its listen() fails.
+    const stderr = "      --seed  Provide a seed ...  [string]\n\nlisten EADDRINUSE: address already in use 127.0.0.1:4010\n";
+    expect(prismFailureMessage(stderr, 1, "127.0.0.1", 4010)).toBe(busyPortMessage("127.0.0.1", 4010));
+  });
+
+  it("reports any other failure with Prism's last line", () => {
+    expect(prismFailureMessage("usage...\nUnable to parse spec\n", 1, "127.0.0.1", 4010)).toBe("Prism exited with code 1: Unable to parse spec");
   });
 });
