@@ -9,6 +9,7 @@ import { eventExample, eventSchemaName, type EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
 import {
   bodyLimitBytes,
+  controlProblem,
   controlValidator,
   fieldErrors,
   maxSearchResults,
@@ -312,12 +313,9 @@ function registerControl(app: FastifyInstance, { clock, engine }: AppOptions): v
   app.post("/conformance/clock/advance", async (req, reply) => {
     const { seconds } = controlBody<{ seconds: number }>("AdvanceClockRequest", req.body);
     if (clock.mode !== "virtual") {
-      return reply.code(409).type("application/problem+json").send({
-        type: "urn:partner-platform:problem:clock-not-virtual",
-        title: "Clock is not virtual",
-        status: 409,
-        detail: `The clock runs in ${clock.mode} mode; only a virtual clock can be advanced.`,
-      });
+      const { type, status } = controlProblem("ClockNotVirtualProblem");
+      const detail = `The clock runs in ${clock.mode} mode; only a virtual clock can be advanced.`;
+      return reply.code(status).type("application/problem+json").send({ type, title: "Clock is not virtual", status, detail });
     }
     await engine.advance(seconds);
     return clockBody(clock);

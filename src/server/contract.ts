@@ -60,19 +60,28 @@ export function queryErrors(route: string, method: string, query: Record<string,
 }
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+let controlDoc: Json | undefined;
 let control: Ajv2020 | undefined;
 
 /** A validator for a schema of the Conformance Control API (generated/control/openapi.yaml). */
 export function controlValidator(schemaName: string): ValidateFunction {
   if (!control) {
+    controlDoc ??= readYaml(specPaths.controlOpenapi);
     // An OpenAPI document is not a schema: its other members and OpenAPI's numeric formats are ignored.
     control = addFormats(new Ajv2020({ allErrors: true, strict: false, logger: false }));
     for (const format of ["int32", "int64", "float", "double"]) control.addFormat(format, true);
-    control.addSchema(readYaml(specPaths.controlOpenapi), "control");
+    control.addSchema(controlDoc, "control");
   }
   const validate = control.getSchema(`control#/components/schemas/${schemaName}`);
   if (!validate) throw new Error(`no schema ${schemaName} in the control API`);
   return validate;
+}
+
+/** The `type` and `status` a problem schema of the control API fixes, e.g. ClockNotVirtualProblem. */
+export function controlProblem(schemaName: string): { type: string; status: number } {
+  controlDoc ??= readYaml(specPaths.controlOpenapi);
+  const properties = controlDoc.components.schemas[schemaName].properties as Json;
+  return { type: properties.type.enum[0] as string, status: properties.status.enum[0] as number };
 }
 
 /** The most businesses a search returns (`maxItems` of BusinessSearchResult). */

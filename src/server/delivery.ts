@@ -1,6 +1,7 @@
 // The delivery engine (spec/DECISIONS.md D1–D8, numbers from x-delivery): signed POSTs of the exact
 // bytes, retries counted from each failure, one consecutive-failure counter per webhook, disabling
 // with exactly one e-mail. State lives in the database, so a restart resumes the schedule.
+import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { request, type Dispatcher } from "undici";
 import { newEventId } from "../events/index.js";
@@ -40,11 +41,22 @@ export type ServerFault =
   | "ignores-business-filter"
   | "accepts-plain-http-url";
 
+/** A claimed attempt, with what it needs to be made (null when the webhook or event is gone). */
 interface AttemptRow {
   id: string;
   event_id: string;
   webhook_id: string;
   attempt: number;
+  url: string | null;
+  secret: string | null;
+  webhook_status: string | null;
+  body: string | null;
+}
+
+/** How an attempt ended, and what follows: the e-mail of a disabling, a retry due at `retryAt`. */
+interface Outcome {
+  ended: "succeeded" | "failed" | "disabled" | "cancelled" | "abandoned";
+  retryAt?: number;
 }
 
 /** Records an event and queues its first attempts, inside the caller's transaction. */
@@ -70,7 +82,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const timeoutMs = options.attemptTimeoutRealMs;
   // Claims of attempts and e-mails name their process; a claim older than any attempt can last (DNS,
   // connect, answer, body) belongs to a process that died, and is taken over. Real time: it is about processes.
-  const owner = `${process.pid}-${newEventId(Date.now())}`;
+  const owner = randomUUID();
   const leaseMs = 3 * timeoutMs + 10_000;
   const stopping = new AbortController();
   setMaxListeners(0, stopping.signal); // one listener per attempt in flight
@@ -78,7 +90,9 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   let running: Promise<void> | undefined;
   let stopped = true;
   let looping = false;
-  let again = false;
+  /** Clock time of the next pass of the loop, and the earliest time asked for during the current one. */
+  let timerAt = Infinity;
+  let wanted = Infinity;
   const inFlight = new Set<Promise<void>>();
   const mailFailuresLogged = new Set<string>();
 
@@ -86,15 +100,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const id = newEventId(at);
     const body = JSON.stringify({ id, event: name, timestamp: new Date(at).toISOString(), data });
     await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
-    const { rows } = await tx.query<{ id: string; events: string; business_id: string }>(
-      "SELECT id, events, business_id FROM webhooks WHERE status = 'enabled' OR $1",
-      [fault("delivers-after-disable")],
+    // D8: the business's enabled webhooks that subscribe to the event.
+    const { rows } = await tx.query<{ id: string; events: string }>(
+      "SELECT id, events FROM webhooks WHERE (status = 'enabled' OR $1) AND (business_id = $2 OR $3)",
+      [fault("delivers-after-disable"), businessID, fault("ignores-business-filter")],
     );
-    const subscribed = rows.filter(
-      (w) =>
-        (fault("ignores-business-filter") || w.business_id === businessID) &&
-        (fault("ignores-events-filter") || (JSON.parse(w.events) as string[]).includes(name)),
-    );
+    const subscribed = rows.filter((w) => fault("ignores-events-filter") || (JSON.parse(w.events) as string[]).includes(name));
     for (const w of subscribed) {
       await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, 1, $3)", [id, w.id, at]);
     }
@@ -165,14 +176,15 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     }
   }
 
-  async function recordFailure(tx: Queryable, a: AttemptRow, failedAt: number): Promise<void> {
+  /** Counts a failure (D7): queues the retry (returning when it is due), or disables the webhook at the threshold. */
+  async function recordFailure(tx: Queryable, a: AttemptRow, failedAt: number): Promise<Outcome> {
     const { rows } = await tx.query<{ consecutive_failures: number; status: string; client_id: string }>(
       `UPDATE webhooks SET consecutive_failures = consecutive_failures + 1 WHERE id = $1
        RETURNING consecutive_failures, status, client_id`,
       [a.webhook_id],
     );
     const webhook = rows[0]!;
-    if (webhook.status !== "enabled" && !fault("delivers-after-disable")) return;
+    if (webhook.status !== "enabled" && !fault("delivers-after-disable")) return { ended: "failed" };
     if (webhook.status === "enabled" && webhook.consecutive_failures >= rules.disableAfterConsecutiveFailures) {
       await tx.query("UPDATE webhooks SET status = 'disabled' WHERE id = $1", [a.webhook_id]);
       if (!fault("delivers-after-disable")) {
@@ -186,17 +198,18 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
           failedAt,
         ]);
       }
-      return;
+      return { ended: "disabled" };
     }
     const wait = rules.retryWaitsSeconds[a.attempt - 1];
-    if (wait !== undefined) {
-      await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
-        a.event_id,
-        a.webhook_id,
-        a.attempt + 1,
-        failedAt + wait * 1000,
-      ]);
-    }
+    if (wait === undefined) return { ended: "failed" }; // its last retry failed: the event is dropped (D7)
+    const retryAt = failedAt + wait * 1000;
+    await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
+      a.event_id,
+      a.webhook_id,
+      a.attempt + 1,
+      retryAt,
+    ]);
+    return { ended: "failed", retryAt };
   }
 
   /** The bytes to send and their signature: the stored body, signed as is (unless a fault says otherwise). */
@@ -219,18 +232,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return { body, signature: fault("uppercase-hex-signature") ? signature.toUpperCase() : signature };
   }
 
-  /** One attempt (D6); returns whether it failed. */
-  async function attempt(a: AttemptRow): Promise<boolean> {
+  /** One attempt (D6). */
+  async function attempt(a: AttemptRow): Promise<Outcome> {
     const startedAt = clock.now();
-    const { rows } = await db.query<{ url: string; secret: string; status: string; body: string }>(
-      "SELECT w.url, w.secret, w.status, e.body FROM webhooks w, events e WHERE w.id = $1 AND e.id = $2",
-      [a.webhook_id, a.event_id],
-    );
-    const target = rows[0];
-    if (!target || (target.status !== "enabled" && !fault("delivers-after-disable"))) {
-      await db.query("UPDATE attempts SET state = 'cancelled' WHERE id = $1", [a.id]);
-      return false;
+    if (a.url === null || a.secret === null || a.body === null || (a.webhook_status !== "enabled" && !fault("delivers-after-disable"))) {
+      await db.query("UPDATE attempts SET state = 'cancelled', claimed_by = NULL WHERE id = $1", [a.id]);
+      return { ended: "cancelled" };
     }
+    const target = { url: a.url, secret: a.secret, body: a.body };
     let status: number | undefined;
     let error: string | undefined;
     let timedOut = false;
@@ -257,7 +266,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         await response.body.dump({ limit: 128 * 1024, signal: AbortSignal.any([stopping.signal, AbortSignal.timeout(timeoutMs)]) });
       } catch (e) {
         // Stopping: left claimed, handed back to the queue by stop(), made again after the restart.
-        if (stopping.signal.aborted) return false;
+        if (stopping.signal.aborted) return { ended: "abandoned" };
         const code = (e as { code?: string }).code;
         timedOut = ["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"].includes(code ?? "") || (e as Error).name === "TimeoutError";
         error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
@@ -266,29 +275,39 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const ok = error === undefined && status !== undefined && status >= 200 && status < 300;
     // A timed-out attempt took the whole timeout, in the clock's time: a virtual clock did not move meanwhile (D24).
     const finishedAt = timedOut && clock.mode === "virtual" ? startedAt + rules.attemptTimeoutSeconds * 1000 : clock.now();
-    await db.transaction(async (tx) => {
-      await tx.query("UPDATE attempts SET state = $1, status = $2, error = $3, finished_at = $4, claimed_by = NULL WHERE id = $5", [
-        ok ? "succeeded" : "failed",
+    if (ok) {
+      // One statement, so no transaction round trips on the common path.
+      await db.query(
+        `WITH done AS (UPDATE attempts SET state = 'succeeded', status = $2, finished_at = $3, claimed_by = NULL WHERE id = $1)
+         UPDATE webhooks SET consecutive_failures = 0 WHERE id = $4 AND NOT $5`,
+        [a.id, status, finishedAt, a.webhook_id, fault("no-reset-on-success")],
+      );
+      return { ended: "succeeded" };
+    }
+    return db.transaction(async (tx) => {
+      await tx.query("UPDATE attempts SET state = 'failed', status = $2, error = $3, finished_at = $4, claimed_by = NULL WHERE id = $1", [
+        a.id,
         status ?? null,
         error ?? null,
         finishedAt,
-        a.id,
       ]);
-      if (!ok) await recordFailure(tx, a, finishedAt);
-      else if (!fault("no-reset-on-success")) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+      return recordFailure(tx, a, finishedAt);
     });
-    return !ok;
   }
 
-  /** Claims what is due, and what a dead process left claimed past its lease (at-least-once). */
+  /** Claims what is due, and what a dead process left claimed past its lease (at-least-once), with what each needs. */
   async function claimDue(now: number): Promise<AttemptRow[]> {
     const realNow = Date.now();
     const { rows } = await db.query<AttemptRow>(
-      `UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
-         SELECT id FROM attempts
-         WHERE (state = 'pending' AND due_at <= $1) OR (state = 'in_flight' AND claimed_at < $4)
-         ORDER BY due_at FOR UPDATE SKIP LOCKED)
-       RETURNING id::text AS id, event_id, webhook_id, attempt`,
+      `WITH claimed AS (
+         UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
+           SELECT id FROM attempts
+           WHERE (state = 'pending' AND due_at <= $1) OR (state = 'in_flight' AND claimed_at < $4)
+           FOR UPDATE SKIP LOCKED)
+         RETURNING id, event_id, webhook_id, attempt, due_at)
+       SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
+       FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
+       ORDER BY c.due_at`,
       [now, owner, realNow, realNow - leaseMs],
     );
     return rows;
@@ -303,23 +322,21 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const now = clock.now();
     await expireLeads(now);
     const due = await claimDue(now);
-    const work = [...due.map(track), track(undefined)];
+    // E-mails not sent by an earlier run (SMTP was down) are tried again on each run.
+    const work = [...due.map((a) => track(run(a), `attempt ${a.id}`)), track(sendPendingNotifications(), "e-mails")];
     if (waitForAttempts) await Promise.all(work);
   }
 
-  /** Runs an attempt (or, without one, only the pending e-mails) in the background, tracked until it ends. */
-  function track(a: AttemptRow | undefined): Promise<void> {
-    const w: Promise<void> = (a ? attempt(a) : Promise.resolve(false))
-      .catch((e: unknown) => {
-        options.log(`attempt ${a?.id} failed to run: ${(e as Error).message}`);
-        return false;
-      })
-      .then(async (failed) => {
-        await sendPendingNotifications();
-        if (failed) wake(); // its retry may be due before the next scheduled check
-      })
-      .catch((e: unknown) => options.log(`e-mails: ${(e as Error).message}`))
-      .finally(() => inFlight.delete(w));
+  /** Makes an attempt, then what its outcome calls for: the e-mail of a disabling, the retry's timer. */
+  async function run(a: AttemptRow): Promise<void> {
+    const { ended, retryAt } = await attempt(a);
+    if (ended === "disabled") await sendPendingNotifications();
+    if (retryAt !== undefined) wake(retryAt);
+  }
+
+  /** Background work, tracked until it ends (stop waits for it). */
+  function track(work: Promise<void>, what: string): Promise<void> {
+    const w: Promise<void> = work.catch((e: unknown) => options.log(`${what}: ${(e as Error).message}`)).finally(() => inFlight.delete(w));
     inFlight.add(w);
     return w;
   }
@@ -342,36 +359,40 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
   }
 
-  /** Real and scaled clocks: run the loop now (or right after the current pass). Virtual clocks move only when advanced. */
-  function wake(): void {
+  /**
+   * Real and scaled clocks: makes sure the loop runs by clock time `at` (now by default), e.g. for a
+   * new event or a retry due before the next scheduled pass. Virtual clocks move only when advanced.
+   */
+  function wake(at = clock.now()): void {
     if (stopped || clock.mode === "virtual") return;
     if (looping) {
-      again = true;
+      wanted = Math.min(wanted, at);
       return;
     }
+    if (at >= timerAt) return;
     clearTimeout(timer);
-    timer = setTimeout(loop, 0);
+    timerAt = at;
+    timer = setTimeout(loop, clock.realDelayUntil(at));
   }
 
   async function loop(): Promise<void> {
     if (stopped) return;
     looping = true;
-    let delay: number;
+    timerAt = Infinity;
+    wanted = Infinity;
+    // Re-check at least every second of real time, in case another process queued work.
+    let next = clock.now() + 1000 / clock.scale;
     try {
-      do {
-        again = false;
-        await runDue(false);
-      } while (again && !stopped);
-      const next = await nextDueAt();
-      // Re-check at least every second of real time, in case another process queued work.
-      delay = again ? 0 : next === undefined ? 1000 : Math.min(1000, clock.realDelayUntil(next));
+      await runDue(false);
+      next = Math.min(next, (await nextDueAt()) ?? Infinity);
     } catch (error) {
       options.log(`delivery loop: ${(error as Error).message}`);
-      delay = 1000;
     } finally {
       looping = false;
     }
-    if (!stopped) timer = setTimeout(loop, delay);
+    if (stopped) return;
+    timerAt = Math.min(next, wanted);
+    timer = setTimeout(loop, clock.realDelayUntil(timerAt));
   }
 
   return {

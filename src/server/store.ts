@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS webhooks (
   consecutive_failures integer NOT NULL DEFAULT 0,
   created_at bigint NOT NULL
 );
+CREATE INDEX IF NOT EXISTS webhooks_business ON webhooks (business_id);
 CREATE TABLE IF NOT EXISTS requests (
   id text PRIMARY KEY,
   client_id text NOT NULL,
