@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { packageRoot } from "../paths.js";
 import { eventExample, eventSchemaName, type EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
+import type { ClientConfig } from "./config.js";
 import {
   bodyLimitBytes,
   controlProblem,
@@ -23,13 +24,6 @@ import type { DeliveryEngine, ServerFault } from "./delivery.js";
 import { refuseUrl } from "./ssrf.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
-
-export interface ClientConfig {
-  clientId: string;
-  clientSecret: string;
-  scopes: string[];
-  contactEmail: string;
-}
 
 export interface AppOptions {
   db: Db;

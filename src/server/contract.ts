@@ -1,7 +1,7 @@
 // What the reference server reads from the generated OpenAPI documents (problem types, scopes, query
 // parameters, the token lifetime, the control API's bodies), so that no contract fact is written twice.
 import { readFileSync } from "node:fs";
-import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
+import { Ajv2020, type Options, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../paths.js";
@@ -60,6 +60,10 @@ export function queryErrors(route: string, method: string, query: Record<string,
 }
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+/** An Ajv for JSON Schema 2020-12 with the standard formats (email, uri, date-time, ...). */
+export const createAjv = (options: Options): Ajv2020 => addFormats(new Ajv2020(options));
+
 let controlDoc: Json | undefined;
 let control: Ajv2020 | undefined;
 
@@ -68,7 +72,7 @@ export function controlValidator(schemaName: string): ValidateFunction {
   if (!control) {
     controlDoc ??= readYaml(specPaths.controlOpenapi);
     // An OpenAPI document is not a schema: its other members and OpenAPI's numeric formats are ignored.
-    control = addFormats(new Ajv2020({ allErrors: true, strict: false, logger: false }));
+    control = createAjv({ allErrors: true, strict: false, logger: false });
     for (const format of ["int32", "int64", "float", "double"]) control.addFormat(format, true);
     control.addSchema(controlDoc, "control");
   }

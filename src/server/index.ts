@@ -7,23 +7,15 @@ import type { FastifyInstance } from "fastify";
 import nodemailer from "nodemailer";
 import { Agent } from "undici";
 import { packageRoot } from "../paths.js";
-import { Ajv2020 } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
-import { describeSchemaErrors, loadDeliveryRules, type DeliveryRules } from "../spec.js";
-import { createApp, type ClientConfig } from "./app.js";
-import { allScopes, specTokenLifetimeSeconds } from "./contract.js";
+import { loadDeliveryRules, type DeliveryRules } from "../spec.js";
+import { createApp } from "./app.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { createDeliveryEngine, type DeliveryEngine, type ServerFault } from "./delivery.js";
 import { guardedLookup } from "./ssrf.js";
 import { migrate, openEmbedded, openPostgres, type Db } from "./store.js";
+import { loadConfig, type ServerConfig } from "./config.js";
 
-/** A validated config file (src/server/config.schema.json). */
-export interface ServerConfig {
-  clients: ClientConfig[];
-  tokenLifetimeSeconds: number;
-  smtpUrl?: string;
-  allowPrivateWebhooks?: boolean;
-}
+export { loadConfig, type ServerConfig } from "./config.js";
 
 export interface ServerOptions {
   host?: string;
@@ -54,31 +46,6 @@ export interface RunningServer {
   clock: Clock;
   engine: DeliveryEngine;
   close(): Promise<void>;
-}
-
-const configSchema = JSON.parse(readFileSync(path.join(packageRoot, "src/server/config.schema.json"), "utf8")) as {
-  properties: { clients: { items: { properties: { scopes: { items: Record<string, unknown> } } } } };
-};
-// The scopes a client may have are the spec's, not a list of their own.
-configSchema.properties.clients.items.properties.scopes.items = { enum: allScopes };
-const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
-const validateConfig = addFormats(new Ajv2020({ allErrors: true })).compile(configSchema);
-
-/** Reads and validates a config file (src/server/config.schema.json); without a file, the default config. */
-export function loadConfig(file?: string): ServerConfig {
-  const source = file ?? path.join(packageRoot, "src/server/default-config.json");
-  let config: unknown;
-  try {
-    config = JSON.parse(readFileSync(source, "utf8"));
-  } catch (error) {
-    throw new Error(`config ${source}: ${error instanceof SyntaxError ? "not JSON: " : ""}${(error as Error).message}`);
-  }
-  if (!validateConfig(config)) throw new Error(`config ${source}: ${describeSchemaErrors(validateConfig.errors).join("; ")}`);
-  const valid = config as Omit<ServerConfig, "tokenLifetimeSeconds"> & { tokenLifetimeSeconds?: number };
-  const ids = valid.clients.map((c) => c.clientId);
-  const repeated = ids.find((id, i) => ids.indexOf(id) !== i);
-  if (repeated) throw new Error(`config ${source}: /clients: the clientId ${repeated} appears twice`);
-  return { ...valid, tokenLifetimeSeconds: valid.tokenLifetimeSeconds ?? specTokenLifetimeSeconds };
 }
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {

@@ -129,8 +129,12 @@ CREATE TABLE IF NOT EXISTS notifications (
 );
 `;
 
+/** Creates what is missing; servers starting together on one database take turns (an advisory lock). */
 export async function migrate(db: Db): Promise<void> {
-  for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await db.query(statement);
+  await db.transaction(async (tx) => {
+    await tx.query("SELECT pg_advisory_xact_lock(20261122)");
+    for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
+  });
 }
 
 /** A new numeric identifier, carried as a string (DECISIONS D14). */
