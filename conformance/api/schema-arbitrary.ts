@@ -213,6 +213,7 @@ function baseArbitrary(s: Schema, resolve: Resolve, options: ArbitraryOptions): 
       const unknown = required.filter((k) => !(k in properties));
       if (unknown.length) throw new Error(`required member(s) without a schema: ${unknown.join(", ")}`);
       const model = Object.fromEntries(Object.entries(properties).map(([k, p]) => [k, arbitraryOf(p, resolve, options)]));
+      // Only the listed members: a closed object refuses any other, and an open one needs none.
       return fc.record(model, { requiredKeys: required });
     }
     default:
@@ -273,11 +274,26 @@ function wrongTypeFor(type: string | undefined): unknown {
 
 const BAD_FORMAT: Record<string, string> = { uri: "not a uri", email: "not-an-email", "date-time": "yesterday" };
 
+/** A schema no value satisfies: `false`, or `{not: {}}` as TypeSpec's `...Record<never>` emits it. */
+const admitsNothing = (s: unknown) =>
+  s === false || (s !== null && typeof s === "object" && Object.keys(s).length === 1 && JSON.stringify((s as Json).not) === "{}");
+
+/** An object schema that refuses members it does not list (closed request bodies, D16). */
+export const isClosed = (s: Schema) => admitsNothing(s.unevaluatedProperties) || admitsNothing(s.additionalProperties);
+
+/** `name` as a client would misspell it: its middle two characters swapped (`secret` → `secert`). */
+function typoOf(name: string): string {
+  const chars = [...name];
+  const i = Math.min(Math.floor(chars.length / 2), chars.length - 2);
+  if (i >= 0) [chars[i], chars[i + 1]] = [chars[i + 1]!, chars[i]!];
+  return chars.join("");
+}
+
 /**
  * Every one-fault variant of the valid `value` that the keywords of `schema` let this function make:
- * a missing required member, a value of the wrong type, outside an enum, a pattern, a length, a format,
- * a bound, an item count or a duplicate item. `isInvalid` (the real validator) drops any that happen
- * to be valid anyway.
+ * a missing required member, an extra member in a closed object, a value of the wrong type, outside an
+ * enum, a pattern, a length, a format, a bound, an item count or a duplicate item. `isInvalid` (the
+ * real validator) drops any that happen to be valid anyway.
  */
 export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, isInvalid?: (value: unknown) => boolean): Mutation[] {
   const out: Mutation[] = [];
@@ -324,6 +340,13 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
       const properties = (s.properties ?? {}) as Record<string, Schema>;
       for (const key of (s.required ?? []) as string[]) {
         if (key in (v as Json)) emit([...tokens, key], "missing-required", REMOVE);
+      }
+      if (isClosed(s)) {
+        // A misspelt copy of the first member, with its value: only the name is wrong.
+        const [name, member] = Object.entries(v as Json)[0] ?? [undefined, true];
+        let extra = name === undefined ? "extra" : typoOf(name);
+        while (Object.hasOwn(properties, extra) || Object.hasOwn(v as Json, extra)) extra += "_";
+        emit([...tokens, extra], "extra-member", member);
       }
       for (const [key, member] of Object.entries(v as Json)) {
         if (properties[key]) walk(properties[key], member, [...tokens, key]);

@@ -483,6 +483,12 @@ export interface components {
             email: components["schemas"]["EmailAddress"];
             phone: components["schemas"]["PhoneNumber"];
         };
+        /** @description The customer of a new service request: the members of `Customer` and no others (D16). */
+        CustomerInput: {
+            name: string;
+            email: components["schemas"]["EmailAddress"];
+            phone: components["schemas"]["PhoneNumber"];
+        };
         /**
          * Format: email
          * @description E-mail address.
@@ -917,12 +923,12 @@ export interface components {
             leads: components["schemas"]["LeadReference"][];
             createdAt: components["schemas"]["UtcTimestamp"];
         };
-        /** @description Service-request creation payload (source document, section 2.1). Every field is required. */
+        /** @description Service-request creation payload (source document, section 2.1). Every field is required; no other member is accepted. */
         ServiceRequestInput: {
             categoryID: components["schemas"]["CategoryId"];
             /** @description Postal code of the job location. */
             zipCode: components["schemas"]["ZipCode"];
-            customer: components["schemas"]["Customer"];
+            customer: components["schemas"]["CustomerInput"];
         };
         /**
          * @description Whether any business was matched.
@@ -989,7 +995,7 @@ export interface components {
          * @example 300001
          */
         WebhookId: string;
-        /** @description Webhook registration payload (source document, section 2.2). Every field is required. */
+        /** @description Webhook registration payload (source document, section 2.2). Every field is required; no other member is accepted. */
         WebhookRegistration: {
             /**
              * Format: uri

@@ -1,7 +1,7 @@
 // What the reference server reads from the generated OpenAPI documents (problem types, scopes, query
 // parameters, the token lifetime, the control API's bodies), so that no contract fact is written twice.
 import { readFileSync } from "node:fs";
-import { Ajv2020, type Options, type ValidateFunction } from "ajv/dist/2020.js";
+import { Ajv2020, type ErrorObject, type Options, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../paths.js";
@@ -37,13 +37,26 @@ export const specTokenLifetimeSeconds: number = (
   Object.values(openapi.paths["/oauth2/token"].post.responses["200"].content["application/json"].examples as Json)[0] as Json
 ).value.expires_in;
 
-/** Ajv errors as RFC 9457 `errors[]`; a missing member points at itself, the whole body at "" (RFC 6901). */
+const escapeToken = (name: string) => name.replace(/~/g, "~0").replace(/\//g, "~1");
+const UNKNOWN_MEMBER = "must not be present: the schema has no such member";
+
+/** Where an Ajv error is and what it says; a missing or unknown member points at itself, not at its object. */
+function located(e: ErrorObject): FieldError {
+  const params = e.params as { missingProperty?: string; additionalProperty?: string; unevaluatedProperty?: string };
+  if (e.keyword === "required") return { pointer: `${e.instancePath}/${escapeToken(params.missingProperty!)}`, detail: e.message ?? e.keyword };
+  // A closed object with `false`: Ajv names the member in params and points at its object.
+  const unknown = params.unevaluatedProperty ?? params.additionalProperty;
+  if (unknown !== undefined) return { pointer: `${e.instancePath}/${escapeToken(unknown)}`, detail: UNKNOWN_MEMBER };
+  // A closed object with `{not: {}}` (what TypeSpec's `...Record<never>` emits): Ajv points at the member
+  // already, but says only "must NOT be valid".
+  if (e.keyword === "not" && /\/(unevaluated|additional)Properties\/not$/.test(e.schemaPath)) return { pointer: e.instancePath, detail: UNKNOWN_MEMBER };
+  return { pointer: e.instancePath, detail: e.message ?? e.keyword };
+}
+
+/** Ajv errors as RFC 9457 `errors[]`, one per fault; the whole body is "" (RFC 6901). */
 export function fieldErrors(validate: ValidateFunction, value: unknown, prefix = ""): FieldError[] {
   if (validate(value)) return [];
-  return (validate.errors ?? []).map((e) => ({
-    pointer: prefix + (e.keyword === "required" ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath),
-    detail: e.message ?? e.keyword,
-  }));
+  return (validate.errors ?? []).map(located).map((e) => ({ ...e, pointer: prefix + e.pointer }));
 }
 
 export const schemaErrors = (schemaName: string, value: unknown): FieldError[] => fieldErrors(validatorFor(schemaName), value);

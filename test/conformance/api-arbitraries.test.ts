@@ -5,6 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { loadContract, pointerOf } from "../../conformance/api/contract.js";
 import { arbitraryOf, flatten, mutationsOf } from "../../conformance/api/schema-arbitrary.js";
+import { fieldErrors } from "../../src/server/contract.js";
 
 const contract = loadContract();
 const { resolve } = contract;
@@ -99,10 +100,8 @@ describe("mutationsOf", () => {
       fc.property(arbitraryOf(body.schema, resolve, { examples: true }), (value) => {
         for (const m of mutationsOf(body.schema, value, resolve)) {
           expect(validate(m.value), `${m.kind} at ${m.pointer} should be invalid: ${JSON.stringify(m.value)}`).toBe(false);
-          // Ajv reports a missing member at its parent; the mutation names the member itself.
-          const places = validate.errors!.map((e) =>
-            e.keyword === "required" ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath,
-          );
+          // Where the reference server points (a missing or unknown member at itself, not at its object).
+          const places = fieldErrors(validate, m.value).map((e) => e.pointer);
           expect(places, `${m.kind} at ${m.pointer}`).toContain(m.pointer);
         }
       }),
@@ -127,8 +126,21 @@ describe("mutationsOf", () => {
         "pattern /businessID",
         "too-short /secret",
         "too-long /secret",
+        "extra-member /ulr",
       ]),
     );
+  });
+
+  it("adds one misspelt member (with the value of the member it misspells) to each closed object of a body, none to an open one", () => {
+    const body = contract.apiOperations.find((op) => op.operationId === "createServiceRequest")!.body!;
+    const example = body.examples["request-created"] as { customer: Record<string, unknown> };
+    const extra = mutationsOf(body.schema, example, resolve).filter((m) => m.kind === "extra-member");
+    expect(extra.map((m) => m.pointer)).toEqual(["/categroyID", "/customer/naem"]);
+    expect((extra[1]!.value as typeof example).customer).toEqual({ ...example.customer, naem: example.customer.name });
+    // The response's customer stays open (D16): nothing to refuse there.
+    expect(mutationsOf({ $ref: "#/components/schemas/Customer" }, example.customer, resolve).filter((m) => m.kind === "extra-member")).toEqual([]);
+    const clash = { type: "object", properties: { ab: { type: "string" }, ba: { type: "string" } }, additionalProperties: false };
+    expect(mutationsOf(clash, { ab: "x", ba: "y" }, resolve).filter((m) => m.kind === "extra-member").map((m) => m.pointer)).toEqual(["/ba_"]);
   });
 
   it("varies pattern faults with the value and drops variants the validator accepts", () => {

@@ -97,7 +97,7 @@ describe("API certification", () => {
       }
     });
 
-    it("names its gaps (token validity, scopes, body limit, static error bodies) as failures", async () => {
+    it("names its gaps (token validity, scopes, body limit, static error bodies, unknown members) as failures", async () => {
       expectExactly(await certify(origin), "prism-mock");
     });
   });

@@ -1,6 +1,7 @@
 // The reference server's API: every operation's success and error paths, on the embedded database.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
+import { createAjv, fieldErrors } from "../../src/server/contract.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 import { api as apiOf, client, control } from "./helpers.js";
 
@@ -108,10 +109,36 @@ describe("operations", () => {
     expect([invalid.status, invalid.body.errors]).toEqual([422, [{ pointer: "/zipCode", detail: 'must match pattern "^[0-9]{5}$"' }]]);
     const text = await raw("POST", "/api/v4/requests", JSON.stringify(request), { ...json, "content-type": "text/plain" });
     expect(text.status).toBe(415);
-    const big = await raw("POST", "/api/v4/requests", JSON.stringify({ ...request, pad: "x".repeat(70_000) }), json);
+    const big = await raw("POST", "/api/v4/requests", `${JSON.stringify(request)}${" ".repeat(70_000)}`, json);
     expect([big.status, big.type]).toEqual([413, "application/problem+json"]);
     const broken = await raw("POST", "/api/v4/requests", '{"categoryID": ', json);
     expect([broken.status, broken.body.type]).toEqual([400, "urn:partner-platform:problem:malformed-request"]);
+  });
+
+  it("refuses members the request bodies do not have with 422, one error at each unknown member (D16)", async () => {
+    const t = await bearer();
+    const json = { authorization: `Bearer ${t}`, "content-type": "application/json" };
+    const webhook = { url: "https://hooks.example.com/p", events: ["lead.created"], businessID: "4711", secret: "0123456789abcdef" };
+    const unknown = "must not be present: the schema has no such member";
+    const typo = await raw("POST", "/api/v2/webhooks", JSON.stringify({ ...webhook, secert: "typo" }), json);
+    expect([typo.status, typo.type, typo.body.type]).toEqual([422, "application/problem+json", "urn:partner-platform:problem:validation-failed"]);
+    expect(typo.body.errors).toEqual([{ pointer: "/secert", detail: unknown }]);
+    const nested = { ...request, source: "web", customer: { ...request.customer, nickname: "JD", "a/b~c": 1 } };
+    const extra = await raw("POST", "/api/v4/requests", JSON.stringify(nested), json);
+    expect(extra.status).toBe(422);
+    expect(extra.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual(["/customer/a~1b~0c", "/customer/nickname", "/source"]);
+    // The token form stays open: RFC 6749 says unknown parameters are ignored.
+    const form = new URLSearchParams({ grant_type: "client_credentials", client_id: client.clientId, client_secret: client.clientSecret, audience: "x" });
+    const issued = await raw("POST", "/oauth2/token", form.toString(), { "content-type": "application/x-www-form-urlencoded" });
+    expect(issued.status).toBe(200);
+  });
+
+  it("points at each unknown member of an object closed with `false` too, escaped as RFC 6901 says", () => {
+    const ajv = createAjv({ allErrors: true });
+    for (const keyword of ["unevaluatedProperties", "additionalProperties"]) {
+      const validate = ajv.compile({ type: "object", properties: { a: { type: "object", properties: {}, [keyword]: false } }, [keyword]: false });
+      expect(fieldErrors(validate, { a: { "x/y": 1 }, "b~c": 2 }, "/body").map((e) => e.pointer).sort(), keyword).toEqual(["/body/a/x~1y", "/body/b~0c"]);
+    }
   });
 
   it("registers a webhook without echoing its secret; refuses unknown businesses and private addresses", async () => {
