@@ -144,11 +144,12 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     ...extra,
   });
 
-  const refusal = (id: string, title: string, what: string, code: string, make: (ctx: ApiContext) => Record<string, string>) =>
+  const refusal = (id: string, title: string, scenario: string, what: string, code: string, make: (ctx: ApiContext) => Record<string, string>) =>
     defineCheck<ApiContext>({
       id,
       section,
       title,
+      scenario,
       async run(ctx) {
         const response = await ctx.requestToken(make(ctx));
         expectAnswer(ctx, op, response, [contract.oauthErrorStatus(code)], what);
@@ -163,6 +164,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       id: "token-issued-for-valid-credentials",
       section,
       title: "Valid client credentials asking for every scope of the API get an RFC 6749 Bearer token with those scopes, not cached.",
+      scenario: "requests a token with --client-id, --client-secret and every scope of the API",
       async run(ctx) {
         const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
         expectAnswer(ctx, op, response, [successExample(op).status], "token request");
@@ -171,13 +173,13 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         expectThat(missing.length === 0, "the token lacks scopes that were asked for (the client must be allowed every scope)", contract.scopes, granted);
       },
     }),
-    refusal("token-rejects-unsupported-grant-type", `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type.`, "grant_type=password", "unsupported_grant_type", (ctx) =>
+    refusal("token-rejects-unsupported-grant-type", `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type.`, "requests a token with grant_type=password", "grant_type=password", "unsupported_grant_type", (ctx) =>
       form(ctx, { grant_type: "password" }),
     ),
-    refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "a wrong client secret", "invalid_client", (ctx) =>
+    refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "requests a token with --client-secret plus a suffix", "a wrong client secret", "invalid_client", (ctx) =>
       form(ctx, { client_secret: `${ctx.options.clientSecret}-wrong` }),
     ),
-    refusal("token-rejects-unknown-scope", `A scope the API does not have gets ${contract.oauthErrorStatus("invalid_scope")} invalid_scope.`, "an unknown scope", "invalid_scope", (ctx) =>
+    refusal("token-rejects-unknown-scope", `A scope the API does not have gets ${contract.oauthErrorStatus("invalid_scope")} invalid_scope.`, `requests a token for ${unknownScope}`, "an unknown scope", "invalid_scope", (ctx) =>
       form(ctx, { scope: unknownScope }),
     ),
   ];
@@ -187,8 +189,9 @@ function tokenChecks(contract: Contract): ApiCheck[] {
 // Each API operation.
 
 function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
-  const check = (suffix: string, decisions: string, title: string, run: (ctx: ApiContext) => Promise<void | string>) =>
-    defineCheck<ApiContext>({ id: `${op.slug}-${suffix}`, section: `${op.section}, ${decisions}`, title, run });
+  const check = (suffix: string, decisions: string, title: string, scenario: string, run: (ctx: ApiContext) => Promise<void | string>) =>
+    defineCheck<ApiContext>({ id: `${op.slug}-${suffix}`, section: `${op.section}, ${decisions}`, title, scenario, run });
+  const request = `${op.method} ${op.path}`;
   const problemStatus = (slug: string) => contract.problem(slug).status;
   const declared = (status: number) => op.statuses.includes(String(status));
   const example = () => {
@@ -198,7 +201,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   const checks: ApiCheck[] = [];
 
   checks.push(
-    check("success-example-gets-2xx", "D17", `The spec's success example of ${op.operationId} gets its 2xx status and an answer that validates.`, async (ctx) => {
+    check("success-example-gets-2xx", "D17", `The spec's success example of ${op.operationId} gets its 2xx status and an answer that validates.`, `sends each success example of the spec to ${request} with a token of every scope`, async (ctx) => {
       const token = await fullToken(ctx);
       for (const e of op.successExamples) {
         const response = await send(ctx, op, { query: e.query, body: e.body }, token);
@@ -209,14 +212,14 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
 
   const unauthenticated = problemStatus("unauthenticated");
   checks.push(
-    check("rejects-missing-token", "D13", `${op.operationId} without a token gets a ${unauthenticated} problem.`, async (ctx) => {
+    check("rejects-missing-token", "D13", `${op.operationId} without a token gets a ${unauthenticated} problem.`, `sends the success example to ${request} without an Authorization header`, async (ctx) => {
       expectAnswer(ctx, op, await send(ctx, op, example().input), [unauthenticated], "no Authorization header");
     }),
-    check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, async (ctx) => {
+    check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, `sends the success example to ${request} with a real token whose last 4 characters are changed`, async (ctx) => {
       const response = await send(ctx, op, example().input, forge(await fullToken(ctx)));
       expectAnswer(ctx, op, response, [unauthenticated], "a forged token");
     }),
-    check("401-has-bearer-challenge", "D13", `Each ${unauthenticated} of ${op.operationId} carries an RFC 6750 \`WWW-Authenticate: Bearer\` challenge.`, async (ctx) => {
+    check("401-has-bearer-challenge", "D13", `Each ${unauthenticated} of ${op.operationId} carries an RFC 6750 \`WWW-Authenticate: Bearer\` challenge.`, `reads WWW-Authenticate of the ${unauthenticated} answers to ${request} without a token and with a forged one`, async (ctx) => {
       const answers = [await send(ctx, op, example().input), await send(ctx, op, example().input, forge(await fullToken(ctx)))];
       for (const response of answers.filter((r) => r.status === unauthenticated)) {
         const challenge = String(response.headers["www-authenticate"] ?? "");
@@ -229,7 +232,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   if (otherScope) {
     const forbidden = problemStatus("insufficient-scope");
     checks.push(
-      check("requires-scope", "D12", `A valid token with only ${otherScope} gets a ${forbidden} problem naming ${op.scopes.join(" ")} in WWW-Authenticate.`, async (ctx) => {
+      check("requires-scope", "D12", `A valid token with only ${otherScope} gets a ${forbidden} problem naming ${op.scopes.join(" ")} in WWW-Authenticate.`, `sends the success example to ${request} with a token of only ${otherScope}`, async (ctx) => {
         const response = await send(ctx, op, example().input, await ctx.token([otherScope]));
         expectAnswer(ctx, op, response, [forbidden], `a token with only ${otherScope}`);
         const challenge = String(response.headers["www-authenticate"] ?? "");
@@ -244,7 +247,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const malformed = problemStatus("malformed-request");
     if (declared(malformed)) {
       checks.push(
-        check("malformed-json-gets-400", "D13", `A truncated or trailing-comma JSON body gets a ${malformed} problem, never a 5xx.`, async (ctx) => {
+        check("malformed-json-gets-400", "D13", `A truncated or trailing-comma JSON body gets a ${malformed} problem, never a 5xx.`, `sends the example body to ${request} cut by its last character, then with a trailing comma`, async (ctx) => {
           const text = JSON.stringify(example().input.body);
           for (const [what, body] of [
             ["a truncated body", text.slice(0, -1)],
@@ -259,7 +262,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const unsupported = problemStatus("unsupported-media-type");
     if (declared(unsupported)) {
       checks.push(
-        check("wrong-content-type-gets-415", "D13", `The example body sent as text/plain gets a ${unsupported} problem.`, async (ctx) => {
+        check("wrong-content-type-gets-415", "D13", `The example body sent as text/plain gets a ${unsupported} problem.`, `sends the example body to ${request} with Content-Type text/plain`, async (ctx) => {
           const body = JSON.stringify(example().input.body);
           const response = await ctx.call(op, { query: example().input.query, body, contentType: "text/plain", token: await fullToken(ctx) });
           expectAnswer(ctx, op, response, [unsupported], "Content-Type text/plain");
@@ -270,7 +273,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     if (declared(tooLarge) && op.bodyLimitBytes) {
       const limit = op.bodyLimitBytes;
       checks.push(
-        check("oversized-body-gets-413", "D18", `A well-formed body over ${limit} bytes gets a ${tooLarge} problem.`, async (ctx) => {
+        check("oversized-body-gets-413", "D18", `A well-formed body over ${limit} bytes gets a ${tooLarge} problem.`, `sends the example body to ${request} followed by ${limit} spaces`, async (ctx) => {
           // The valid example padded with JSON whitespace: only its size is wrong (an extra member would
           // also be refused by a closed body, D16).
           const body = `${JSON.stringify(example().input.body)}${" ".repeat(limit)}`;
@@ -282,7 +285,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const invalid = problemStatus("validation-failed");
     if (declared(invalid)) {
       checks.push(
-        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body gets a ${invalid} problem whose errors[].pointer names the faulty member.`, async (ctx) => {
+        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body gets a ${invalid} problem whose errors[].pointer names the faulty member.`, `sends every one-fault variant of the example body to ${request} (missing member, wrong type, pattern, length, format, enum, item count, duplicate)`, async (ctx) => {
           const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => !v.pointer.startsWith("/query/"));
           const token = await fullToken(ctx);
           for (const variant of variants) {
@@ -300,7 +303,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   if (op.query.length > 0) {
     const malformed = problemStatus("malformed-request");
     checks.push(
-      check("invalid-query-gets-400", "D13", `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>.`, async (ctx) => {
+      check("invalid-query-gets-400", "D13", `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>.`, `sends the example query to ${request} with each parameter missing or invalid in turn`, async (ctx) => {
         const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => v.pointer.startsWith("/query/"));
         const token = await fullToken(ctx);
         for (const variant of variants) {
@@ -320,13 +323,13 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     ...["not-found", "rate-limited"].map(problemStatus).filter(declared),
   ];
   checks.push(
-    check("generated-valid-inputs-accepted", "D13, D16, D17", `Inputs generated from the schemas get ${accepted.join("/")} (never another 4xx or a 5xx) and answers that validate.`, async (ctx) => {
+    check("generated-valid-inputs-accepted", "D13, D16, D17", `Inputs generated from the schemas get ${accepted.join("/")} (never another 4xx or a 5xx) and answers that validate.`, `sends inputs generated from the schemas to ${request} (--runs of them, from --seed)`, async (ctx) => {
       const token = await fullToken(ctx);
       return property(ctx, validInputs(ctx.contract, op), async (input) => {
         expectAnswer(ctx, op, await send(ctx, op, input, token), accepted, "a valid input");
       });
     }),
-    check("generated-invalid-inputs-get-4xx", "D13", `One-fault variants of generated inputs get a 4xx problem (never a 2xx or a 5xx) that validates.`, async (ctx) => {
+    check("generated-invalid-inputs-get-4xx", "D13", `One-fault variants of generated inputs get a 4xx problem (never a 2xx or a 5xx) that validates.`, `sends a one-fault variant of each generated input to ${request} (--runs of them, from --seed)`, async (ctx) => {
       const token = await fullToken(ctx);
       const arbitrary = validInputs(ctx.contract, op).chain((input) => fc.constantFrom(...invalidVariants(ctx.contract, op, input)));
       // Any declared client error but the two about the (valid, full-scope) token.

@@ -10,6 +10,8 @@ export interface Check<Ctx> {
   section: string;
   /** One sentence: what a passing implementation does. */
   title: string;
+  /** What the suite does to observe it, e.g. "one webhook whose endpoint always fails" (for `--list`). */
+  scenario: string;
   /** Throws CheckFailed when the assertion does not hold; may resolve with a note for the report (e.g. inputs tried). */
   run(ctx: Ctx): Promise<void | string>;
 }
@@ -31,6 +33,15 @@ export class CheckFailed extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * The implementation is not set up for certification (unreachable, refuses the suite's receiver URL,
+ * does not trust its CA, ...): no verdict can be given, so the run stops with this one message, which
+ * says what to change.
+ */
+export class SetupError extends Error {
+  override readonly name = "SetupError";
 }
 
 export function expectThat(condition: boolean, message: string, expected: unknown, actual: unknown): asserts condition {
@@ -84,7 +95,10 @@ function assertKnownIds(checks: readonly Check<unknown>[], ids: readonly string[
   if (unknown.length > 0) throw new Error(`${flag} names unknown check(s): ${unknown.join(", ")}`);
 }
 
-/** Runs checks in order. An unexpected exception fails that check (with its message), not the run. */
+/**
+ * Runs checks in order. An unexpected exception fails that check (with its message), not the run; a
+ * SetupError stops the run and is thrown to the caller.
+ */
 export async function runChecks<Ctx>(
   suite: string,
   target: string,
@@ -109,6 +123,7 @@ export async function runChecks<Ctx>(
         const note = await check.run(ctx);
         result = { ...base, status: "passed", durationMs: performance.now() - t0, ...(note ? { note } : {}) };
       } catch (error) {
+        if (error instanceof SetupError) throw error;
         const durationMs = performance.now() - t0;
         result =
           error instanceof CheckFailed

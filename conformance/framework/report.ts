@@ -1,9 +1,10 @@
-// Reports of a suite run: a console row per check while it runs, then JSON and JUnit XML.
-import { mkdir, writeFile } from "node:fs/promises";
+// Reports of a suite run: a console row per check while it runs, then JSON and JUnit XML; and the list
+// of a suite's checks (--list), as text or JSON.
+import { mkdir, open, stat, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { inspect } from "node:util";
 import junitModule, { type Builder } from "junit-report-builder";
-import type { CheckResult, SuiteReport } from "./check.js";
+import type { Check, CheckResult, SuiteReport } from "./check.js";
 
 // The package is CommonJS whose `module.exports` is the builder; its types describe an ES default export.
 const junit = junitModule as unknown as Builder;
@@ -58,13 +59,54 @@ export function toJson(report: SuiteReport): string {
   return `${JSON.stringify(report, null, 2)}\n`;
 }
 
+/** Writes a report, making its folder first. */
+export async function writeReportFile(file: string, text: string): Promise<void> {
+  await mkdir(path.dirname(path.resolve(file)), { recursive: true });
+  await writeFile(file, text);
+}
+
 export async function writeReports(report: SuiteReport, files: { junit?: string; json?: string }): Promise<void> {
-  for (const [file, text] of [
-    [files.junit, () => toJUnitXml(report)],
-    [files.json, () => toJson(report)],
-  ] as const) {
-    if (!file) continue;
-    await mkdir(path.dirname(path.resolve(file)), { recursive: true });
-    await writeFile(file, text());
+  if (files.junit) await writeReportFile(files.junit, toJUnitXml(report));
+  if (files.json) await writeReportFile(files.json, toJson(report));
+}
+
+/** What `--list` shows of a check. */
+export type ListedCheck = Pick<Check<unknown>, "id" | "section" | "title" | "scenario">;
+
+/** A block per check: id and section, then what passes and how the suite observes it. */
+export function formatCheckList(suite: string, checks: readonly ListedCheck[]): string {
+  const blocks = checks.map((c) => `${c.id.padEnd(44)} ${c.section}\n    ${c.title}\n    scenario: ${c.scenario}\n`);
+  return `${blocks.join("\n")}\n${checks.length} checks in the ${suite} suite\n`;
+}
+
+export function toListJson(suite: string, checks: readonly ListedCheck[]): string {
+  const listed = checks.map(({ id, section, title, scenario }) => ({ id, section, title, scenario }));
+  return `${JSON.stringify({ suite, checks: listed }, null, 2)}\n`;
+}
+
+/**
+ * Why a report cannot be written to `file` (its folder cannot be made, or the file cannot be opened
+ * for writing), or undefined: asked before a run, so that a bad path does not cost a whole run.
+ */
+export async function reportPathProblem(file: string): Promise<string | undefined> {
+  const dir = path.dirname(path.resolve(file));
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === "EEXIST" || code === "ENOTDIR" ? `cannot make the folder ${dir}: part of its path is a file` : `cannot make the folder ${dir} (${code})`;
+  }
+  try {
+    const existed = await stat(file).then(
+      () => true,
+      () => false,
+    );
+    // "a" creates the file without truncating one that exists; a file made only to try is removed.
+    await (await open(file, "a")).close();
+    if (!existed) await unlink(file);
+    return undefined;
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
+    return `cannot write ${file} (${e.code ?? e.message})`;
   }
 }

@@ -1,11 +1,12 @@
-// The suite's webhook receiver: HTTPS with a per-run CA, scriptable per attempt, recording the raw
-// bytes, headers and arrival time of every attempt.
+// The suite's webhook receiver: HTTPS with a certificate for its host from a per-run (or kept) CA,
+// scriptable per attempt, recording the raw bytes, headers and arrival time of every attempt, and the
+// TLS handshakes that failed.
 import { EventEmitter } from "node:events";
 import { waitUntil } from "./wait.js";
 import https from "node:https";
 import type { IncomingHttpHeaders } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
-import { createTestPki, type TestPki } from "./pki.js";
+import { createTestCa, issueServerCertificate, type TestCa, type TestPki } from "./pki.js";
 
 /** How the receiver answers one attempt. */
 export type Answer =
@@ -34,8 +35,14 @@ export interface Delivery {
   body: Buffer;
   /** `performance.now()` when the request head arrived. */
   arrivedAt: number;
-  answer: Answer;
+  /** How it was answered; undefined while a responder has not decided yet. */
+  answer?: Answer;
+  /** `performance.now()` when the answer was written (a status) or the connection destroyed (close). */
+  answeredAt?: number;
 }
+
+/** Decides the answer to one attempt (it may take its time: the attempt waits for it). */
+export type Responder = (delivery: Delivery) => Answer | Promise<Answer>;
 
 export interface Receiver {
   /** HTTPS URL of an endpoint, e.g. `url("hook-a")` → `https://127.0.0.1:PORT/hook-a`. */
@@ -43,21 +50,35 @@ export interface Receiver {
   pki: TestPki;
   /** Every attempt so far, in arrival order. */
   readonly deliveries: readonly Delivery[];
+  /** TLS handshakes that failed (e.g. a sender that does not trust the CA), with `performance.now()` and the reason. */
+  readonly tlsErrors: readonly { at: number; message: string }[];
   /** Attempts at one endpoint. */
   at(endpoint: string): Delivery[];
   /** Queue answers for the next attempts at an endpoint; when the queue is empty it answers `fallback`. */
   script(endpoint: string, queue: Answer[], fallback?: Answer): void;
-  /** Resolves when `predicate` holds, re-checked on every arrival; rejects after `timeoutMs` (real time). */
+  /** Answers every attempt at an endpoint with what `responder` decides for it. */
+  respond(endpoint: string, responder: Responder): void;
+  /** Resolves when `predicate` holds, re-checked on every arrival and answer; rejects after `timeoutMs` (real time). */
   waitFor(predicate: (deliveries: readonly Delivery[]) => boolean, timeoutMs: number, what: string): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startReceiver(options: { host?: string; pki?: TestPki } = {}): Promise<Receiver> {
+export interface ReceiverOptions {
+  /** Address to listen on, and the host of its URLs and of its certificate (default 127.0.0.1). */
+  host?: string;
+  /** Default: any free port. */
+  port?: number;
+  /** The CA that issues its certificate (default: a new one for this receiver). */
+  ca?: TestCa;
+}
+
+export async function startReceiver(options: ReceiverOptions = {}): Promise<Receiver> {
   const host = options.host ?? "127.0.0.1";
-  const pki = options.pki ?? (await createTestPki());
+  const pki = await issueServerCertificate(options.ca ?? (await createTestCa()), host);
   const deliveries: Delivery[] = [];
-  const scripts = new Map<string, { queue: Answer[]; fallback: Answer }>();
-  const arrivals = new EventEmitter();
+  const tlsErrors: { at: number; message: string }[] = [];
+  const responders = new Map<string, Responder>();
+  const changes = new EventEmitter();
   const sockets = new Set<Socket>();
 
   const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
@@ -65,26 +86,31 @@ export async function startReceiver(options: { host?: string; pki?: TestPki } = 
     const endpoint = decodeURIComponent((req.url ?? "/").slice(1).split("?")[0] ?? "");
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const script = scripts.get(endpoint);
-      const answer = script?.queue.shift() ?? script?.fallback ?? answers.ok;
-      deliveries.push({
-        seq: deliveries.length,
-        endpoint,
-        method: req.method ?? "",
-        headers: req.headers,
-        body: Buffer.concat(chunks),
-        arrivedAt,
-        answer,
-      });
-      arrivals.emit("arrival");
+    req.on("end", async () => {
+      const delivery: Delivery = { seq: deliveries.length, endpoint, method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt };
+      deliveries.push(delivery);
+      changes.emit("change");
+      const answer = await (responders.get(endpoint) ?? (() => answers.ok))(delivery);
+      delivery.answer = answer;
+      const answered = () => {
+        delivery.answeredAt = performance.now();
+        changes.emit("change");
+      };
       if (answer.kind === "status") {
-        res.writeHead(answer.status, { "content-type": "text/plain", ...answer.headers }).end("ok");
+        res.writeHead(answer.status, { "content-type": "text/plain", ...answer.headers }).end("ok", answered);
       } else if (answer.kind === "close") {
         req.socket.destroy();
+        answered();
+      } else {
+        // "hang": leave the request open; the sender's timeout (or close()) ends it.
+        changes.emit("change");
       }
-      // "hang": leave the request open; the sender's timeout (or close()) ends it.
     });
+  });
+  server.on("tlsClientError", (error: Error & { reason?: string }) => {
+    // OpenSSL's `reason` ("tlsv1 alert unknown ca") says it; its message adds library internals.
+    tlsErrors.push({ at: performance.now(), message: error.reason ?? error.message });
+    changes.emit("change");
   });
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
@@ -92,7 +118,7 @@ export async function startReceiver(options: { host?: string; pki?: TestPki } = 
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, host, () => resolve());
+    server.listen(options.port ?? 0, host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const origin = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
@@ -101,11 +127,16 @@ export async function startReceiver(options: { host?: string; pki?: TestPki } = 
     url: (endpoint) => `${origin}/${encodeURIComponent(endpoint)}`,
     pki,
     deliveries,
+    tlsErrors,
     at: (endpoint) => deliveries.filter((d) => d.endpoint === endpoint),
     script(endpoint, queue, fallback = answers.ok) {
-      scripts.set(endpoint, { queue: [...queue], fallback });
+      const rest = [...queue];
+      responders.set(endpoint, () => rest.shift() ?? fallback);
     },
-    waitFor: (predicate, timeoutMs, what) => waitUntil(arrivals, "arrival", () => predicate(deliveries), timeoutMs, what),
+    respond(endpoint, responder) {
+      responders.set(endpoint, responder);
+    },
+    waitFor: (predicate, timeoutMs, what) => waitUntil(changes, "change", () => predicate(deliveries), timeoutMs, what),
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

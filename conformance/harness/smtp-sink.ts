@@ -14,7 +14,7 @@ export interface CapturedMail {
 }
 
 export interface SmtpSink {
-  /** `smtp://127.0.0.1:PORT`, for an implementation's SMTP_URL. */
+  /** `smtp://HOST:PORT`, for an implementation's SMTP_URL. */
   url: string;
   readonly messages: readonly CapturedMail[];
   /** Resolves when `predicate` holds, re-checked on every message; rejects after `timeoutMs`. */
@@ -22,6 +22,7 @@ export interface SmtpSink {
   close(): Promise<void>;
 }
 
+/** Listens on `host` (default 127.0.0.1) and `port` (default: any free port). */
 export async function startSmtpSink(host = "127.0.0.1", port = 0): Promise<SmtpSink> {
   const messages: CapturedMail[] = [];
   const arrivals = new EventEmitter();
@@ -51,7 +52,7 @@ export async function startSmtpSink(host = "127.0.0.1", port = 0): Promise<SmtpS
   });
   const { port: bound } = server.server.address() as AddressInfo;
   return {
-    url: `smtp://${host}:${bound}`,
+    url: `smtp://${host.includes(":") ? `[${host}]` : host}:${bound}`,
     messages,
     waitFor: (predicate, timeoutMs, what) => waitUntil(arrivals, "message", () => predicate(messages), timeoutMs, what),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),

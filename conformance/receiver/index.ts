@@ -1,19 +1,30 @@
 // Certification of a partner's webhook receiver: the suite plays the service, delivering exactly as a
 // conforming server does (src/sender.ts), and checks what the receiver acknowledges and refuses.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import type { Dispatcher } from "undici";
-import { buildEnvelope, deliver, type DeliveryOutcome } from "../../src/sender.js";
+import { connect as connectTcp, isIP, type AddressInfo, type Socket } from "node:net";
+import { connect as connectTls, createSecureContext, rootCertificates, type ConnectionOptions } from "node:tls";
+import { buildEnvelope, deliver, tlsDispatcher, type DeliveryOutcome } from "../../src/sender.js";
 import { signPayload } from "../../src/signing.js";
 import { eventNames, loadDeliveryRules } from "../../src/spec.js";
-import { defineCheck, expectEqual, expectThat, runChecks, type Check, type RunOptions, type SuiteReport } from "../framework/check.js";
+import {
+  CheckFailed,
+  SetupError,
+  defineCheck,
+  expectEqual,
+  expectThat,
+  runChecks,
+  type Check,
+  type RunOptions,
+  type SuiteReport,
+} from "../framework/check.js";
 import { loadSigningVectors, type SigningVector } from "../vectors/index.js";
 
 export interface ReceiverSuiteOptions {
   url: string;
   /** The secret the receiver verifies with. */
   secret: string;
-  dispatcher?: Dispatcher;
+  /** HTTPS trust: a CA (PEM) trusted in addition to the public ones, or any certificate at all. */
+  tls?: { ca?: string; insecure?: boolean };
   /** The attempt timeout the receiver must answer within; default the spec's. */
   timeoutMs?: number;
 }
@@ -68,15 +79,28 @@ const vector = (id: string) => vectors.find((v) => v.id === id)!;
 const ok = (o: DeliveryOutcome) => o.status !== undefined && o.status >= 200 && o.status < 300;
 const shown = (o: DeliveryOutcome) => (o.status !== undefined ? o.status : `no answer (${o.error})`);
 
-function refusal(id: string, vectorId: string, section: string, title: string): Check<ReceiverContext> {
+/**
+ * Deliveries that got no HTTP answer (connection refused or reset, TLS, timeout) fail the check as
+ * such: nothing can then be said about what the receiver verifies.
+ */
+function expectAnswers(outcomes: Record<string, DeliveryOutcome>): void {
+  const unanswered = Object.fromEntries(Object.entries(outcomes).filter(([, o]) => o.status === undefined).map(([k, o]) => [k, shown(o)]));
+  if (Object.keys(unanswered).length > 0) {
+    throw new CheckFailed("deliveries got no HTTP answer (a connection, TLS or timeout failure)", "an HTTP answer to each delivery", unanswered);
+  }
+}
+
+function refusal(id: string, vectorId: string, section: string, title: string, scenario: string): Check<ReceiverContext> {
   return defineCheck({
     id,
     section,
     title,
+    scenario,
     async run(ctx) {
       const { body, header } = signedBodyFor(vector(vectorId), ctx.options.secret, vectors);
       const outcome = await ctx.send(body, header);
-      expectThat(outcome.status !== undefined && !ok(outcome), `the receiver acknowledged a delivery it must refuse (${vectorId})`, "a non-2xx status", shown(outcome));
+      expectAnswers({ [vectorId]: outcome });
+      expectThat(!ok(outcome), `the receiver acknowledged a delivery it must refuse (${vectorId})`, "a non-2xx status", shown(outcome));
     },
   });
 }
@@ -86,44 +110,57 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "acknowledges-every-event",
     section: "§6, §5.3",
     title: "Each of the eight events, correctly signed, is acknowledged with a 2xx.",
+    scenario: "delivers each of the eight events, built from the spec's examples and signed with the secret",
     async run(ctx) {
-      const statuses: Record<string, unknown> = {};
+      const outcomes: Record<string, DeliveryOutcome> = {};
       for (const event of eventNames) {
         const body = Buffer.from(JSON.stringify(buildEnvelope(event)));
-        statuses[event] = shown(await ctx.send(body, signPayload(body, ctx.options.secret)));
+        outcomes[event] = await ctx.send(body, signPayload(body, ctx.options.secret));
       }
-      const failed = Object.entries(statuses).filter(([, s]) => typeof s !== "number" || s < 200 || s >= 300);
-      expectEqual(Object.fromEntries(failed), {}, "some correctly signed events were not acknowledged");
+      expectAnswers(outcomes);
+      const failed = Object.entries(outcomes).filter(([, o]) => !ok(o));
+      expectEqual(Object.fromEntries(failed.map(([event, o]) => [event, shown(o)])), {}, "some correctly signed events were not acknowledged");
     },
   }),
   defineCheck({
     id: "verifies-raw-bytes-not-reserialized-json",
     section: "§5.3, D2",
     title: "Valid deliveries whose bytes change when re-serialized (whitespace, key order, \\u escapes, non-ASCII, large numbers) are acknowledged.",
+    scenario: "delivers the valid signing vectors of conformance/vectors/signing.json, each signed with the secret",
     async run(ctx) {
-      const refused: Record<string, unknown> = {};
+      const outcomes: Record<string, DeliveryOutcome> = {};
       for (const v of vectors.filter((x) => x.valid && x.id !== "non-ascii-secret")) {
-        const outcome = await ctx.send(v.body, signPayload(v.body, ctx.options.secret));
-        if (!ok(outcome)) refused[v.id] = shown(outcome);
+        outcomes[v.id] = await ctx.send(v.body, signPayload(v.body, ctx.options.secret));
       }
-      expectEqual(refused, {}, "valid deliveries were refused: is the signature checked on re-serialized JSON?");
+      // The hint fits only a receiver that answered and refused: a transport failure is reported as such.
+      expectAnswers(outcomes);
+      const refused = Object.entries(outcomes).filter(([, o]) => !ok(o));
+      expectEqual(Object.fromEntries(refused.map(([id, o]) => [id, shown(o)])), {}, "valid deliveries were refused: is the signature checked on re-serialized JSON?");
     },
   }),
-  refusal("rejects-missing-signature", "missing-header", "§5.3", "A delivery without X-Service-Signature is refused."),
-  refusal("rejects-empty-signature", "empty-header", "§5.3", "A delivery with an empty X-Service-Signature is refused."),
-  refusal("rejects-wrong-signature", "non-hex", "§5.3", "A signature that is not the HMAC is refused."),
-  refusal("rejects-other-secret", "wrong-secret", "§5.2, §5.3", "A signature made with another secret is refused."),
-  refusal("rejects-tampered-body", "tampered-byte", "§5.3", "A body changed after signing is refused."),
-  refusal("rejects-truncated-signature", "truncated-header", "§5.3, D2", "A signature cut short (a prefix of the right one) is refused."),
-  refusal("rejects-reserialized-body-signature", "reserialized-body-signature", "§5.3, D2", "The signature of the re-serialized body, not of the bytes sent, is refused."),
+  refusal("rejects-missing-signature", "missing-header", "§5.3", "A delivery without X-Service-Signature is refused.", "delivers a valid event without the signature header"),
+  refusal("rejects-empty-signature", "empty-header", "§5.3", "A delivery with an empty X-Service-Signature is refused.", "delivers a valid event with an empty signature header"),
+  refusal("rejects-wrong-signature", "non-hex", "§5.3", "A signature that is not the HMAC is refused.", "delivers a valid event with 64 non-hex characters as its signature"),
+  refusal("rejects-other-secret", "wrong-secret", "§5.2, §5.3", "A signature made with another secret is refused.", "delivers a valid event signed with another secret"),
+  refusal("rejects-tampered-body", "tampered-byte", "§5.3", "A body changed after signing is refused.", "delivers a body with one byte changed after it was signed"),
+  refusal("rejects-truncated-signature", "truncated-header", "§5.3, D2", "A signature cut short (a prefix of the right one) is refused.", "delivers a valid event with its signature cut to 63 characters"),
+  refusal(
+    "rejects-reserialized-body-signature",
+    "reserialized-body-signature",
+    "§5.3, D2",
+    "The signature of the re-serialized body, not of the bytes sent, is refused.",
+    "delivers a pretty-printed body with the signature of its JSON.stringify form",
+  ),
   defineCheck({
     id: "acknowledges-duplicate-delivery",
     section: "§6, D4",
     title: "A second delivery of the same event id is acknowledged (receivers are idempotent).",
+    scenario: "delivers the same signed booking.confirmed (same bytes, same id) twice",
     async run(ctx) {
       const body = Buffer.from(JSON.stringify(buildEnvelope("booking.confirmed")));
       const header = signPayload(body, ctx.options.secret);
       const outcomes = [await ctx.send(body, header), await ctx.send(body, header)];
+      expectAnswers({ first: outcomes[0]!, second: outcomes[1]! });
       expectThat(outcomes.every(ok), "a duplicate delivery was not acknowledged", "2xx, 2xx", outcomes.map(shown));
     },
   }),
@@ -131,6 +168,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "answers-within-attempt-timeout",
     section: "§6, D6",
     title: "Every delivery is answered within the attempt timeout.",
+    scenario: "times every delivery of the checks run before it",
     async run(ctx) {
       const slowest = Math.max(0, ...ctx.latencies);
       expectThat(slowest <= ctx.timeoutMs, "an answer came after the attempt timeout", `<= ${ctx.timeoutMs} ms`, `${Math.round(slowest)} ms`);
@@ -138,8 +176,54 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   }),
 ];
 
+/** Why a connection to the receiver failed (before or during the TLS handshake), with what to change. */
+function connectionProblem(url: string, error: Error & { code?: string; reason?: string }, handshaking: boolean): string {
+  const code = error.code ?? "";
+  if (!handshaking) return `cannot connect to ${url} (${code || error.message}): is the receiver running, and is --url its address?`;
+  const reason = `${error.reason ?? error.message}${code && !error.message.includes(code) ? ` (${code})` : ""}`;
+  if (code === "ERR_SSL_WRONG_VERSION_NUMBER" || code === "ERR_SSL_PACKET_LENGTH_TOO_LONG") {
+    return `TLS handshake with ${url} failed: ${reason}: if the receiver serves plain HTTP, use an http:// URL`;
+  }
+  if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
+    return `TLS handshake with ${url} failed: ${reason}: use a host name its certificate is for in --url, or --insecure`;
+  }
+  return `TLS handshake with ${url} failed: ${reason}: pass --ca FILE with the CA that signed the receiver's certificate, or --insecure`;
+}
+
+/** A TCP connection, and for https: a TLS handshake with the trust of the run, to the receiver's URL. */
+async function preflightConnection(url: string, tls: ReceiverSuiteOptions["tls"], timeoutMs: number): Promise<void> {
+  const target = new URL(url);
+  const host = target.hostname.replace(/^\[|\]$/g, "");
+  const secure = target.protocol === "https:";
+  const port = Number(target.port || (secure ? 443 : 80));
+  const trust: ConnectionOptions = tls?.insecure
+    ? { rejectUnauthorized: false }
+    : tls?.ca
+      ? { secureContext: createSecureContext({ ca: [...rootCertificates, tls.ca] }) }
+      : {};
+  await new Promise<void>((resolve, reject) => {
+    let handshaking = false;
+    const socket: Socket = secure
+      ? connectTls({ host, port, ...(isIP(host) ? {} : { servername: host }), ...trust }, () => done())
+      : connectTcp({ host, port }, () => done());
+    socket.once("connect", () => (handshaking = secure));
+    socket.setTimeout(timeoutMs, () => {
+      socket.destroy();
+      reject(new SetupError(`no ${handshaking ? "TLS handshake" : "connection"} with ${url} within ${timeoutMs / 1000} s: is the receiver running, and is --url its address?`));
+    });
+    socket.once("error", (error) => reject(new SetupError(connectionProblem(url, error, handshaking))));
+    function done() {
+      socket.destroy();
+      resolve();
+    }
+  });
+}
+
 export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOptions = {}): Promise<SuiteReport> {
   const timeoutMs = options.timeoutMs ?? loadDeliveryRules().attemptTimeoutSeconds * 1000;
+  // One line when the receiver cannot be reached or its certificate is not trusted, before any check.
+  await preflightConnection(options.url, options.tls, timeoutMs);
+  const dispatcher = tlsDispatcher(options.tls ?? {});
   const latencies: number[] = [];
   const ctx: ReceiverContext = {
     options,
@@ -147,17 +231,16 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     latencies,
     async send(body, header) {
       // Wait twice the timeout, so that a slow answer fails only the timeout check.
-      const outcome = await deliver(options.url, body, {
-        secret: options.secret,
-        timeoutMs: timeoutMs * 2,
-        dispatcher: options.dispatcher,
-        header,
-      });
+      const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header });
       latencies.push(outcome.latencyMs);
       return outcome;
     },
   };
-  return runChecks("receiver", options.url, receiverChecks, ctx, run);
+  try {
+    return await runChecks("receiver", options.url, receiverChecks, ctx, run);
+  } finally {
+    await dispatcher?.close();
+  }
 }
 
 /** Certifies a node:http-style handler in process, for a partner's own test runner. */
