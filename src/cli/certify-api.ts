@@ -1,49 +1,39 @@
 // `partner-platform certify api`: certifies a REST implementation of the API against the contract.
-import { Command, InvalidArgumentError } from "commander";
+import { Command, Option } from "commander";
 import { defaultRuns, defaultSeed } from "../../conformance/api/context.js";
-import { runSuiteFromCli, withReportFlags, type ReportFlags } from "./certify.js";
-
-const wholeNumber = (min: number) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`a whole number of at least ${min}`);
-  return n;
-};
-
-interface ApiFlags extends ReportFlags {
-  baseUrl: string;
-  authUrl: string;
-  clientId: string;
-  clientSecret: string;
-  seed?: number;
-  runs?: number;
-}
+import { parse, secretEnv, suiteCommand } from "./certify.js";
 
 export function apiCommand(): Command {
-  return withReportFlags(
-    new Command("api")
-      .description(
-        "Certify a REST implementation of the API: tokens, every operation's example, authentication, scopes, problem+json errors, and inputs generated from the schemas.",
-      )
-      .requiredOption("--base-url <url>", "the API's {base_url}")
-      .requiredOption("--auth-url <url>", "the authorization server's {auth_url}")
-      .requiredOption("--client-id <id>", "client allowed every scope of the API")
-      .requiredOption("--client-secret <secret>", "its secret")
-      .option("--seed <n>", `seed of the generated inputs (default ${defaultSeed})`, wholeNumber(0))
-      .option("--runs <n>", `generated inputs per property check (default ${defaultRuns})`, wholeNumber(1)),
-  ).action(async (flags: ApiFlags) => {
-    const { certifyApi } = await import("../../conformance/api/index.js");
-    await runSuiteFromCli(flags, (run) =>
-      certifyApi(
-        {
-          baseUrl: flags.baseUrl,
-          authUrl: flags.authUrl,
-          clientId: flags.clientId,
-          clientSecret: flags.clientSecret,
-          ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
-          ...(flags.runs !== undefined ? { runs: flags.runs } : {}),
-        },
-        run,
-      ),
-    );
+  return suiteCommand({
+    suite: "api",
+    description:
+      "Certify a REST implementation of the API: tokens, every operation's example, authentication, scopes, problem+json errors, and inputs generated from the schemas.",
+    options: (command) =>
+      command
+        .option("--base-url <url>", "the API's {base_url} (required)")
+        .option("--auth-url <url>", "the authorization server's {auth_url} (required)")
+        .addOption(new Option("--client-id <id>", "client allowed every scope of the API (required)").env(secretEnv.clientId))
+        .addOption(new Option("--client-secret <secret>", "its secret (required)").env(secretEnv.clientSecret))
+        .option("--seed <n>", `seed of the generated inputs (default ${defaultSeed})`)
+        .option("--runs <n>", `generated inputs per property check (default ${defaultRuns})`),
+    // Built from the OpenAPI document: known offline.
+    async checks() {
+      const [{ apiChecks }, { loadContract }] = await Promise.all([import("../../conformance/api/checks.js"), import("../../conformance/api/contract.js")]);
+      return apiChecks(loadContract());
+    },
+    async prepare(flags) {
+      const seed = flags.parsed("seed", parse.wholeNumber(0));
+      const runs = flags.parsed("runs", parse.wholeNumber(1));
+      const options = {
+        baseUrl: flags.required("baseUrl", parse.httpUrl),
+        authUrl: flags.required("authUrl", parse.httpUrl),
+        clientId: flags.required("clientId"),
+        clientSecret: flags.required("clientSecret"),
+        ...(seed !== undefined ? { seed } : {}),
+        ...(runs !== undefined ? { runs } : {}),
+      };
+      const { certifyApi } = await import("../../conformance/api/index.js");
+      return (run) => certifyApi(options, run);
+    },
   });
 }

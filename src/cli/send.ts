@@ -4,7 +4,7 @@ import { readFile } from "node:fs/promises";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { buildEnvelope, deliver, tlsDispatcher } from "../sender.js";
 import { eventNames, type EventName } from "../spec.js";
-import { nonEmpty } from "./verify.js";
+import { nonEmpty, webhookSecretEnv } from "./verify.js";
 
 const positive = (what: string) => (value: string) => {
   const n = Number(value);
@@ -34,7 +34,7 @@ export function sendCommand(): Command {
     .description("Send a signed event (from the spec's example) to a webhook receiver, exactly as the service delivers it.")
     .argument("<event>", `one of: ${eventNames.join(", ")}`)
     .requiredOption("--url <url>", "the receiver's URL", httpUrl)
-    .requiredOption("--secret <secret>", "the webhook's secret", nonEmpty)
+    .addOption(new Option("--secret <secret>", "the webhook's secret").env(webhookSecretEnv).argParser(nonEmpty).makeOptionMandatory())
     .option("--business-id <id>", "set data.businessID")
     .option("--data <file>", "JSON file whose content replaces data (validated before sending)")
     .option("--repeat <n>", "send the same event (same id) n times, as retries do", positive("--repeat"), 1)

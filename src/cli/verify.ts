@@ -1,7 +1,7 @@
 // `partner-platform verify`: checks a signature against a body read byte for byte from a file or stdin.
 // Exit status: 0 valid, 1 invalid, 2 usage error (commander's, or an unreadable body).
 import { readFile } from "node:fs/promises";
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { verifySignature } from "../signing.js";
 import { loadDeliveryRules } from "../spec.js";
 
@@ -10,6 +10,9 @@ async function readStdin(): Promise<Buffer> {
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);
 }
+
+/** The environment variable that stands in for --secret, so that the secret stays out of `ps` and shell history. */
+export const webhookSecretEnv = "PARTNER_PLATFORM_WEBHOOK_SECRET";
 
 /** Option parser refusing an empty value (an empty secret verifies nothing). */
 export function nonEmpty(value: string): string {
@@ -21,7 +24,7 @@ export function verifyCommand(): Command {
   return new Command("verify")
     .description(`Check an ${loadDeliveryRules().signatureHeader} value against the exact bytes of a delivery body.`)
     .argument("[file]", "the body, byte for byte; - or nothing for stdin")
-    .requiredOption("--secret <secret>", "the webhook's secret", nonEmpty)
+    .addOption(new Option("--secret <secret>", "the webhook's secret").env(webhookSecretEnv).argParser(nonEmpty).makeOptionMandatory())
     .requiredOption("--signature <hex>", `the ${loadDeliveryRules().signatureHeader} header value`)
     .action(async (file: string | undefined, options: { secret: string; signature: string }, command: Command) => {
       const fromStdin = !file || file === "-";

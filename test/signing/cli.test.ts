@@ -18,8 +18,8 @@ import { eventNames, loadDeliveryRules } from "../../src/spec.js";
 const cli = ["--import", "tsx", path.join(packageRoot, "src/cli/main.ts")];
 const run = promisify(execFile);
 
-async function partnerPlatform(args: string[], stdin?: Buffer): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [...cli, ...args], { cwd: packageRoot });
+async function partnerPlatform(args: string[], stdin?: Buffer, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [...cli, ...args], { cwd: packageRoot, env: { ...process.env, ...env } });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (t: string) => (stdout += t));
@@ -48,6 +48,17 @@ describe("partner-platform verify", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it("takes the secret from PARTNER_PLATFORM_WEBHOOK_SECRET, and --secret wins over it", async () => {
+    const [v] = vectors; // pretty-printed: valid
+    const fromEnv = await partnerPlatform(["verify", "--signature", v!.header!, "-"], v!.body, { PARTNER_PLATFORM_WEBHOOK_SECRET: v!.secret });
+    expect(fromEnv).toEqual({ code: 0, stdout: "valid\n", stderr: "" });
+    const flagWins = await partnerPlatform(["verify", "--secret", v!.secret, "--signature", v!.header!, "-"], v!.body, { PARTNER_PLATFORM_WEBHOOK_SECRET: "another-secret" });
+    expect(flagWins.stdout).toBe("valid\n");
+    const emptyEnv = await partnerPlatform(["verify", "--signature", v!.header!, "-"], v!.body, { PARTNER_PLATFORM_WEBHOOK_SECRET: "" });
+    expect(emptyEnv.code).toBe(2);
+    expect(emptyEnv.stderr.split("\n")[0]).toMatch(/--secret.*from env 'PARTNER_PLATFORM_WEBHOOK_SECRET' is invalid\. must not be empty/);
   });
 
   it("exits 2 with one line when an option is missing", async () => {
@@ -95,6 +106,13 @@ describe("partner-platform send", () => {
     const parsed = parseEvent(delivery!.body);
     expect(parsed.ok && parsed.event.event).toBe(event);
     expect(parsed.ok && (parsed.event.data as { businessID: string }).businessID).toBe("4799");
+  });
+
+  it("takes the secret from PARTNER_PLATFORM_WEBHOOK_SECRET", async () => {
+    const result = await partnerPlatform(["send", "lead.created", "--url", receiver.url("env"), "--ca", caFile], undefined, { PARTNER_PLATFORM_WEBHOOK_SECRET: secret });
+    expect(result.code).toBe(0);
+    const [delivery] = receiver.at("env");
+    expect(delivery!.headers[header]).toBe(createHmac("sha256", secret).update(delivery!.body).digest("hex"));
   });
 
   it("sends the same event id on every --repeat, and fails on a non-2xx answer", async () => {

@@ -1,0 +1,131 @@
+// The CI recipes of the README's certify sections pass as written: each section's ```yaml step is run
+// with bash as CI runs it, with only the program name replaced (`npx partner-platform` → this checkout's
+// CLI) and the environment variables it names set, against what the recipe says must be running.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { createNodeReceiver } from "../../examples/receivers/node-http.js";
+import { packageRoot } from "../../src/paths.js";
+import { loadConfig, startServer } from "../../src/server/index.js";
+
+const client = loadConfig().clients[0]!;
+const webhookSecret = "whsec-readme-recipe-0123456789";
+/** The value of each environment variable a recipe may name. */
+const secrets: Record<string, string> = {
+  PARTNER_PLATFORM_CLIENT_ID: client.clientId,
+  PARTNER_PLATFORM_CLIENT_SECRET: client.clientSecret,
+  PARTNER_PLATFORM_WEBHOOK_SECRET: webhookSecret,
+};
+// An absolute `--import tsx`: the recipes run in a folder of their own, where `tsx` does not resolve.
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const program = `node --import ${tsx} ${path.join(packageRoot, "src/cli/main.ts")}`;
+
+interface Recipe {
+  env: Record<string, string>;
+  run: string;
+}
+
+/** The ```yaml steps of a README section (from its heading to the next one). */
+async function recipesOf(heading: string): Promise<Recipe[]> {
+  const readme = await readFile(path.join(packageRoot, "README.md"), "utf8");
+  const start = readme.indexOf(`\n## ${heading}\n`);
+  expect(start, `README section "${heading}"`).toBeGreaterThan(0);
+  const end = readme.indexOf("\n## ", start + 1);
+  const section = readme.slice(start, end < 0 ? undefined : end);
+  return [...section.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].flatMap((m) => parse(m[1]!) as Recipe[]);
+}
+
+/** Runs a recipe's `run` with bash -eo pipefail (what CI does), in `cwd`. */
+async function runRecipe(recipe: Recipe, cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  expect(recipe.run).toContain("npx partner-platform ");
+  const env: Record<string, string> = {};
+  for (const name of Object.keys(recipe.env ?? {})) {
+    expect(secrets[name], `the recipe names ${name}: give this test its value`).toBeDefined();
+    env[name] = secrets[name]!;
+  }
+  const script = recipe.run.replaceAll("npx partner-platform ", `${program} `);
+  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script], { cwd, env: { ...process.env, ...env } });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (s: string) => (stdout += s));
+  child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+  const [code] = (await once(child, "exit")) as [number];
+  return { code, stdout, stderr };
+}
+
+/** The recipes use fixed ports: say so plainly when one is taken, rather than failing somewhere inside. */
+async function expectFree(port: number): Promise<void> {
+  const probe = createServer();
+  const error = await new Promise<Error | undefined>((resolve) => {
+    probe.once("error", resolve);
+    probe.listen(port, "127.0.0.1", () => resolve(undefined));
+  });
+  if (!error) await new Promise((resolve) => probe.close(resolve));
+  expect(error, `port ${port}, which a README recipe uses, is taken`).toBeUndefined();
+}
+
+/** The port of a URL flag in the recipe's command (its comments left out). */
+function portOf(run: string, flag: string): number {
+  const command = run.replace(/^\s*#.*$/gm, "");
+  return Number(new URL(new RegExp(`${flag} (\\S+)`).exec(command)![1]!).port);
+}
+
+/** The recipe's verdict and its reports. */
+async function expectCertified(result: { code: number; stdout: string; stderr: string }, cwd: string, suite: string): Promise<void> {
+  expect(result.stderr).toBe("");
+  expect(result.stdout).not.toMatch(/^FAIL /m);
+  expect(result.stdout).toMatch(new RegExp(`^CERTIFIED: ${suite} suite against `, "m"));
+  expect(result.code).toBe(0);
+  for (const file of [`reports/certify-${suite}.xml`, `reports/certify-${suite}.json`]) {
+    expect((await stat(path.join(cwd, file))).size, file).toBeGreaterThan(0);
+  }
+}
+
+describe("README certify recipes, as written", () => {
+  let cwd: string;
+  beforeAll(async () => {
+    cwd = await mkdtemp(path.join(tmpdir(), "readme-recipes-"));
+  });
+  afterAll(async () => rm(cwd, { recursive: true, force: true }));
+
+  it("Certify your server in CI: --start launches the reference server", async () => {
+    const [recipe, ...more] = await recipesOf("Certify your server in CI");
+    expect(more).toEqual([]);
+    await expectFree(portOf(recipe!.run, "--base-url"));
+    await expectCertified(await runRecipe(recipe!, cwd), cwd, "server");
+  }, 180_000);
+
+  it("Certify your webhook receiver: against the node:http example receiver", async () => {
+    const [recipe, ...more] = await recipesOf("Certify your webhook receiver");
+    expect(more).toEqual([]);
+    const port = portOf(recipe!.run, "--url");
+    await expectFree(port);
+    const receiver = createNodeReceiver(webhookSecret, () => undefined).listen(port, "127.0.0.1");
+    try {
+      await once(receiver, "listening");
+      await expectCertified(await runRecipe(recipe!, cwd), cwd, "receiver");
+    } finally {
+      receiver.close();
+    }
+  }, 60_000);
+
+  it("Certify your API implementation: against the reference server with its default configuration", async () => {
+    const [recipe, ...more] = await recipesOf("Certify your API implementation");
+    expect(more).toEqual([]);
+    const port = portOf(recipe!.run, "--base-url");
+    await expectFree(port);
+    const server = await startServer({ port, log: () => undefined });
+    try {
+      await expectCertified(await runRecipe(recipe!, cwd), cwd, "api");
+    } finally {
+      await server.close();
+    }
+  }, 180_000);
+});
