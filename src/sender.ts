@@ -1,6 +1,6 @@
 // Delivering a signed event exactly as a conforming server does (spec/DECISIONS.md D1, D2, D6): the
 // bytes signed are the bytes sent, with the method, content type, header and timeout of the spec.
-import { rootCertificates } from "node:tls";
+import { createSecureContext, rootCertificates } from "node:tls";
 import { Agent, request, type Dispatcher } from "undici";
 import { newEventId, type WebhookEvent } from "./events/index.js";
 import { signPayload } from "./signing.js";
@@ -55,7 +55,7 @@ export interface DeliverOptions {
 /** An undici dispatcher that also trusts `ca` (PEM, added to the public roots), or trusts any certificate. */
 export function tlsDispatcher(options: { ca?: string; insecure?: boolean }): Dispatcher | undefined {
   if (!options.ca && !options.insecure) return undefined;
-  return new Agent({ connect: options.insecure ? { rejectUnauthorized: false } : { ca: [...rootCertificates, options.ca!] } });
+  return new Agent({ connect: options.insecure ? { rejectUnauthorized: false } : { secureContext: createSecureContext({ ca: [...rootCertificates, options.ca!] }) } });
 }
 
 /** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */

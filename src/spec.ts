@@ -21,6 +21,7 @@ export interface DeliveryRules {
   disableAfterConsecutiveFailures: number;
   attemptTimeoutSeconds: number;
   leadExpirySeconds: number;
+  disableEmail: { webhookIdHeader: string };
 }
 
 let deliveryRules: DeliveryRules | undefined;
@@ -30,6 +31,25 @@ export function loadDeliveryRules(): DeliveryRules {
     "x-delivery"
   ];
   return deliveryRules;
+}
+
+/** The timing rules of certification (`x-conformance` of the Conformance Control API, spec/control/main.tsp). */
+export interface ConformanceRules {
+  virtualClock: { unansweredAttemptRealSeconds: { min: number; max: number } };
+  scaledClock: {
+    attemptTimeoutFloorRealSeconds: number;
+    tolerance: { earlyRealMs: number; lateFractionOfWait: number; lateRealMs: number };
+  };
+  dueNowRealSeconds: number;
+}
+
+let conformanceRules: ConformanceRules | undefined;
+
+export function loadConformanceRules(): ConformanceRules {
+  conformanceRules ??= (parseYaml(readFileSync(specPaths.controlOpenapi, "utf8")) as { "x-conformance": ConformanceRules })[
+    "x-conformance"
+  ];
+  return conformanceRules;
 }
 
 function readSchema(name: string): Record<string, unknown> {

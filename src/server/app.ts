@@ -20,8 +20,8 @@ import {
   scopeOf,
   type FieldError,
 } from "./contract.js";
-import type { DeliveryEngine, ServerFault } from "./delivery.js";
-import { refuseUrl } from "./ssrf.js";
+import type { DeliveryEngine } from "./delivery/index.js";
+import type { AddressPolicy } from "./ssrf.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
 
@@ -32,10 +32,20 @@ export interface AppOptions {
   clients: ClientConfig[];
   tokenLifetimeSeconds: number;
   leadExpirySeconds: number;
-  allowPrivateWebhooks: boolean;
+  addressPolicy: AddressPolicy;
   conformance: boolean;
-  faults?: ReadonlySet<ServerFault>;
+  registration?: RegistrationOverride;
 }
+
+/** The checks of a webhook registration (D16): the seam through which conformance/broken drops one. */
+export interface RegistrationChecks {
+  /** Schema violations of the body, each with its pointer. */
+  errors(body: unknown): FieldError[];
+  /** Whether the business exists (404 otherwise). */
+  businessExists(businessID: string): boolean;
+}
+
+export type RegistrationOverride = (base: RegistrationChecks) => Partial<RegistrationChecks>;
 
 interface Seed {
   categories: { categoryID: string; name: string }[];
@@ -82,6 +92,11 @@ export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
   const app = Fastify({ bodyLimit: bodyLimitBytes });
   const categories = new Map(seed.categories.map((c) => [c.categoryID, c.name]));
+  const baseChecks: RegistrationChecks = {
+    errors: (body) => schemaErrors("WebhookRegistration", body),
+    businessExists: (id) => seed.businesses.some((b) => b.businessID === id),
+  };
+  const registration = { ...baseChecks, ...options.registration?.(baseChecks) };
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => {
@@ -151,9 +166,9 @@ export function createApp(options: AppOptions): FastifyInstance {
     }
   }
 
-  function validateBody(schemaName: string, body: unknown): void {
+  function validateBody(body: unknown, errorsOf: (body: unknown) => FieldError[]): void {
     if (body === undefined) throw new ProblemError(400, "The body is empty; send a JSON object.");
-    const errors = schemaErrors(schemaName, body);
+    const errors = errorsOf(body);
     if (errors.length) throw new ProblemError(422, `The body violates the schema in ${errors.length} place(s).`, errors);
   }
 
@@ -217,7 +232,7 @@ export function createApp(options: AppOptions): FastifyInstance {
   app.post("/api/v4/requests", async (req, reply) => {
     const clientId = await authenticate(req, scopeOf("/api/v4/requests", "post"));
     requireJson(req);
-    validateBody("ServiceRequestInput", req.body);
+    validateBody(req.body, (body) => schemaErrors("ServiceRequestInput", body));
     const input = req.body as { categoryID: string; zipCode: string; customer: { name: string; email: string; phone: string } };
     const category = categories.get(input.categoryID);
     if (!category) throw new ProblemError(404, `No category has the identifier ${input.categoryID}.`, [{ pointer: "/categoryID", detail: "unknown category" }]);
@@ -265,14 +280,12 @@ export function createApp(options: AppOptions): FastifyInstance {
   app.post("/api/v2/webhooks", async (req, reply) => {
     const clientId = await authenticate(req, scopeOf("/api/v2/webhooks", "post"));
     requireJson(req);
+    validateBody(req.body, registration.errors);
     const input = req.body as { url: string; events: EventName[]; businessID: string; secret: string };
-    // The broken variant that accepts http:// skips the pattern of the URL, and only that.
-    const plainHttp = options.faults?.has("accepts-plain-http-url") && typeof input?.url === "string" && input.url.startsWith("http://");
-    validateBody("WebhookRegistration", plainHttp ? { ...input, url: input.url.replace(/^http:/, "https:") } : req.body);
-    if (!seed.businesses.some((b) => b.businessID === input.businessID)) {
+    if (!registration.businessExists(input.businessID)) {
       throw new ProblemError(404, `No business has the identifier ${input.businessID}.`, [{ pointer: "/businessID", detail: "unknown business" }]);
     }
-    const refused = options.allowPrivateWebhooks ? undefined : await refuseUrl(input.url);
+    const refused = await options.addressPolicy.refuseUrl(input.url);
     if (refused) throw new ProblemError(422, `The webhook URL cannot be called: ${refused}.`, [{ pointer: "/url", detail: refused }]);
     const now = clock.now();
     const webhookID = await nextId(db);

@@ -33,7 +33,8 @@ export function createClock(mode: ClockMode, options: { scale?: number; start?: 
   return {
     mode,
     scale,
-    now: () => start + (Date.now() - realStart) / scale,
+    // Whole milliseconds: times are stored as integers, and 1 / scale need not be one.
+    now: () => Math.floor(start + (Date.now() - realStart) / scale),
     realDelayUntil(at) {
       return Math.max(0, (at - this.now()) * scale);
     },

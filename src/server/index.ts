@@ -1,17 +1,15 @@
 // The reference server: `startServer(options)` from code, `partner-platform serve` from the CLI.
-import { readFileSync } from "node:fs";
-import { rootCertificates } from "node:tls";
-import path from "node:path";
+import { createSecureContext, rootCertificates } from "node:tls";
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import nodemailer from "nodemailer";
 import { Agent } from "undici";
-import { packageRoot } from "../paths.js";
-import { loadDeliveryRules, type DeliveryRules } from "../spec.js";
-import { createApp } from "./app.js";
+import { loadConformanceRules, loadDeliveryRules, type DeliveryRules } from "../spec.js";
+import { randomUUID } from "node:crypto";
+import { createApp, type RegistrationOverride } from "./app.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
-import { createDeliveryEngine, type DeliveryEngine, type ServerFault } from "./delivery.js";
-import { guardedLookup } from "./ssrf.js";
+import { buildParts, createDeliveryEngine, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
+import { addressPolicy } from "./ssrf.js";
 import { migrate, openEmbedded, openPostgres, type Db } from "./store.js";
 import { loadConfig, type ServerConfig } from "./config.js";
 
@@ -31,11 +29,17 @@ export interface ServerOptions {
   smtpUrl?: string;
   /** PEM of extra CAs trusted for deliveries (a conformance receiver's). */
   webhookCa?: string;
-  /** Real ms an attempt may take under a virtual clock, where the spec's seconds are not real. */
+  /** Real ms an unanswered attempt is given under a virtual clock (D24; default 1000). */
   virtualAttemptTimeoutMs?: number;
+  /** At most this many delivery attempts in flight at once. */
+  maxInFlight?: number;
   log?: (message: string) => void;
-  /** Broken variants only (conformance/broken): deliberate faults, and changed delivery numbers. */
-  faults?: ReadonlySet<ServerFault>;
+  /**
+   * Variants (conformance/broken, conformance/server/timings.ts): replaced delivery parts or
+   * registration checks, changed delivery numbers. The reference server has none.
+   */
+  parts?: PartsOverride;
+  registration?: RegistrationOverride;
   rules?: (rules: DeliveryRules) => DeliveryRules;
 }
 
@@ -62,34 +66,55 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const transport = smtpUrl
     ? nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 })
     : undefined;
+  const conformanceRules = loadConformanceRules();
   const timeoutMs =
     clock.mode === "virtual"
       ? (options.virtualAttemptTimeoutMs ?? 1000)
-      : Math.max(1000, rules.attemptTimeoutSeconds * 1000 * clock.scale);
+      : Math.max(conformanceRules.scaledClock.attemptTimeoutFloorRealSeconds * 1000, rules.attemptTimeoutSeconds * 1000 * clock.scale);
+  // Loopback while the control API is on: the certification suite's receiver listens on 127.0.0.1 (D22).
+  const addresses = addressPolicy({ allowLoopback: options.conformance ?? false, allowPrivate: allowPrivateWebhooks });
   // A bounded pool per receiver: a burst of events reuses connections instead of opening one each.
   // Extra CAs are added to the public ones, which stay trusted. Connecting (DNS, TCP, TLS) has the
-  // attempt timeout too, and every name the connection resolves is checked against private ranges (D22).
+  // attempt timeout too, and every name the connection resolves is checked against the policy (D22).
   const dispatcher = new Agent({
     connections: 32,
     connect: {
       timeout: timeoutMs,
-      ...(allowPrivateWebhooks ? {} : { lookup: guardedLookup }),
-      ...(options.webhookCa ? { ca: [...rootCertificates, options.webhookCa] } : {}),
+      lookup: addresses.lookup,
+      // One context for every connection: passing `ca` would parse the ~140 public roots on each one.
+      ...(options.webhookCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.webhookCa] }) } : {}),
     },
   });
+  const owner = randomUUID();
+  // A claim older than any attempt can last (DNS, connect, answer, body) belongs to a process that
+  // died, and is taken over. Real time: it is about processes.
+  const leaseMs = 3 * timeoutMs + 10_000;
+  const parts = buildParts(
+    {
+      db,
+      clock,
+      rules,
+      owner,
+      leaseMs,
+      dispatcher,
+      attemptTimeoutRealMs: timeoutMs,
+      addressPolicy: addresses,
+      transport: async (mail) => {
+        if (!transport) throw new Error("no SMTP_URL configured");
+        await transport.sendMail({ from: "Partner Platform <no-reply@partner-platform.example>", ...mail });
+      },
+    },
+    options.parts,
+  );
   const engine = createDeliveryEngine({
     db,
     clock,
     rules,
-    dispatcher,
-    allowPrivateWebhooks,
-    attemptTimeoutRealMs: timeoutMs,
-    faults: options.faults,
+    parts,
+    owner,
+    leaseMs,
+    maxInFlight: options.maxInFlight,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
-    sendMail: async (to, subject, text) => {
-      if (!transport) throw new Error("no SMTP_URL configured");
-      await transport.sendMail({ from: "Partner Platform <no-reply@partner-platform.example>", to, subject, text });
-    },
     log,
   });
   const app = createApp({
@@ -99,9 +124,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     clients: config.clients,
     tokenLifetimeSeconds: config.tokenLifetimeSeconds,
     leadExpirySeconds: rules.leadExpirySeconds,
-    allowPrivateWebhooks,
+    addressPolicy: addresses,
     conformance: options.conformance ?? false,
-    faults: options.faults,
+    registration: options.registration,
   });
   const host = options.host ?? "127.0.0.1";
   // The engine first: attempts in flight are handed back rather than waited for, whatever the API is doing.

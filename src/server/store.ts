@@ -119,21 +119,85 @@ CREATE TABLE IF NOT EXISTS attempts (
   UNIQUE (event_id, webhook_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_due ON attempts (state, due_at);
+-- The order in which outcomes were recorded: the order "in a row" follows (DECISIONS D7).
+CREATE SEQUENCE IF NOT EXISTS outcome_order;
+ALTER TABLE attempts ADD COLUMN IF NOT EXISTS recorded_seq bigint;
+CREATE INDEX IF NOT EXISTS attempts_webhook_recorded ON attempts (webhook_id, recorded_seq);
 CREATE TABLE IF NOT EXISTS notifications (
   webhook_id text PRIMARY KEY,
-  recipient text NOT NULL,
+  client_id text,
   created_at bigint NOT NULL,
   sent_at bigint,
   claimed_by text,
   claimed_at bigint
 );
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS client_id text;
+ALTER TABLE notifications DROP COLUMN IF EXISTS recipient;
 `;
+
+/**
+ * Records attempt outcomes in the order given, each atomically with what it causes (DECISIONS D7):
+ * a success resets the webhook's consecutive-failure counter, a failure increments it and either
+ * queues the retry (at the time given) or, at the threshold, disables the webhook, cancels its
+ * pending attempts and queues the e-mail. The batch's webhooks are locked first, in id order, so
+ * two servers recording at once serialize per webhook and never deadlock. An attempt no longer
+ * claimed by this server (its lease was taken over) is left alone: 'stale'.
+ */
+const RECORD_OUTCOMES = `
+CREATE OR REPLACE FUNCTION record_outcomes(
+  p_attempts bigint[], p_webhooks text[], p_ok boolean[], p_cancelled boolean[], p_status integer[],
+  p_error text[], p_ended_at bigint[], p_retry_at bigint[], p_owner text, p_threshold integer)
+RETURNS TABLE (attempt_id bigint, ended text) LANGUAGE plpgsql AS $$
+DECLARE
+  i integer;
+  a attempts%ROWTYPE;
+  w webhooks%ROWTYPE;
+BEGIN
+  PERFORM 1 FROM webhooks WHERE id = ANY(p_webhooks) ORDER BY id FOR UPDATE;
+  FOR i IN 1 .. coalesce(array_length(p_attempts, 1), 0) LOOP
+    attempt_id := p_attempts[i];
+    UPDATE attempts SET
+        state = CASE WHEN p_cancelled[i] THEN 'cancelled' WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END,
+        status = p_status[i], error = p_error[i], finished_at = p_ended_at[i], claimed_by = NULL,
+        recorded_seq = CASE WHEN p_cancelled[i] THEN NULL ELSE nextval('outcome_order') END
+      WHERE id = p_attempts[i] AND state = 'in_flight' AND claimed_by = p_owner
+      RETURNING * INTO a;
+    IF NOT FOUND THEN
+      ended := 'stale';
+    ELSIF p_cancelled[i] THEN
+      ended := 'cancelled';
+    ELSE
+      SELECT * INTO w FROM webhooks WHERE id = a.webhook_id;
+      IF NOT FOUND OR w.status <> 'enabled' THEN
+        ended := CASE WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END;
+      ELSIF p_ok[i] THEN
+        UPDATE webhooks SET consecutive_failures = 0 WHERE id = w.id AND consecutive_failures <> 0;
+        ended := 'succeeded';
+      ELSIF w.consecutive_failures + 1 >= p_threshold THEN
+        UPDATE webhooks SET consecutive_failures = w.consecutive_failures + 1, status = 'disabled' WHERE id = w.id;
+        UPDATE attempts SET state = 'cancelled' WHERE webhook_id = w.id AND state = 'pending';
+        INSERT INTO notifications (webhook_id, client_id, created_at) VALUES (w.id, w.client_id, p_ended_at[i])
+          ON CONFLICT DO NOTHING;
+        ended := 'disabled';
+      ELSE
+        UPDATE webhooks SET consecutive_failures = w.consecutive_failures + 1 WHERE id = w.id;
+        IF p_retry_at[i] IS NOT NULL THEN
+          INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
+            VALUES (a.event_id, a.webhook_id, a.attempt + 1, p_retry_at[i]) ON CONFLICT DO NOTHING;
+        END IF;
+        ended := 'failed';
+      END IF;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END $$`;
 
 /** Creates what is missing; servers starting together on one database take turns (an advisory lock). */
 export async function migrate(db: Db): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.query("SELECT pg_advisory_xact_lock(20261122)");
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
+    await tx.query(RECORD_OUTCOMES);
   });
 }
 

@@ -1,0 +1,341 @@
+// The delivery engine: wires the parts (parts.ts) into claim → attempt → record outcome → schedule,
+// runs them on the server's clock, and sends the disable e-mails. State lives in the database, so a
+// restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
+import type { DeliveryRules, EventName } from "../../spec.js";
+import type { Clock } from "../clock.js";
+import type { Db, Queryable } from "../store.js";
+import { composeDisableMail } from "./mail.js";
+import { endOf, type ClaimedAttempt, type DeliveryParts, type Outcome, type Recorded } from "./parts.js";
+
+export interface EngineOptions {
+  db: Db;
+  clock: Clock;
+  rules: DeliveryRules;
+  parts: DeliveryParts;
+  /** This process's name on its claims. */
+  owner: string;
+  /** Real ms after which another process's claim is taken over. */
+  leaseMs: number;
+  contactEmailFor: (clientId: string) => string | undefined;
+  log: (message: string) => void;
+  /** At most this many attempts in flight at once (claims are bounded by it). */
+  maxInFlight?: number;
+}
+
+/** Records an event and queues its first attempts, inside the caller's transaction. */
+export type Emit = (name: EventName, businessID: string, data: Record<string, unknown>, at?: number) => Promise<{ id: string; queuedFor: number }>;
+
+export interface DeliveryEngine {
+  /** Records an event and queues its first attempt for every enabled, subscribed webhook of the business. */
+  emit: Emit;
+  /** Runs `fn` in one transaction: the events it emits are stored and queued with its other writes, or not at all. */
+  transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T>;
+  /** Makes every attempt (and lead expiry, and pending e-mail) due by now and (by default) waits for their outcomes. */
+  runDue(waitForAttempts?: boolean): Promise<void>;
+  /** Virtual clock: waits for what is under way, then moves the clock by `seconds`, running everything that falls due on the way, in order. */
+  advance(seconds: number): Promise<void>;
+  start(): Promise<void>;
+  /** Stops: attempts in flight are abandoned unrecorded and handed back to the queue, to be made again on the next start. */
+  stop(): Promise<void>;
+}
+
+export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
+  const { db, clock, rules, parts } = options;
+  const maxInFlight = options.maxInFlight ?? 256;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let stopped = true;
+  let looping = false;
+  /** Clock time of the next pass of the loop, and the earliest time asked for during the current one. */
+  let timerAt = Infinity;
+  let wanted = Infinity;
+  /** Attempts and e-mail runs under way; each attempt's own abort controller (stop aborts them). */
+  const inFlight = new Set<Promise<void>>();
+  const controllers = new Set<AbortController>();
+  let attemptsUnderWay = 0;
+  const mailFailuresLogged = new Set<string>();
+
+  // -- Events ------------------------------------------------------------------------------------
+
+  async function storeEvent(tx: Queryable, name: EventName, businessID: string, data: Record<string, unknown>, at = clock.now()) {
+    const { id, body } = parts.envelope(name, data, at);
+    await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
+    return { id, queuedFor: await parts.queue(tx, { id, name, businessId: businessID, at }) };
+  }
+
+  /** Runs `fn` in one transaction and says how many first attempts the events it emitted queued. */
+  async function storeTransaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<{ result: T; queued: number }> {
+    let queued = 0;
+    const result = await db.transaction((tx) =>
+      fn(tx, async (...args) => {
+        const stored = await storeEvent(tx, ...args);
+        queued += stored.queuedFor;
+        return stored;
+      }),
+    );
+    return { result, queued };
+  }
+
+  async function transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T> {
+    const { result, queued } = await storeTransaction(fn);
+    if (queued && !stopped) {
+      wake();
+      await parts.timing.queued?.(() => runDue());
+    }
+    return result;
+  }
+
+  /** Expires the leads due by `now` (D19), each with its lead.expired, in one transaction; the run that expires them makes their attempts. */
+  async function expireLeads(now: number): Promise<void> {
+    await storeTransaction(async (tx, emit) => {
+      for (const lead of await parts.expireLeads(tx, now)) {
+        const data = {
+          leadID: lead.id,
+          businessID: lead.businessId,
+          previousStatus: lead.previousStatus,
+          createdAt: new Date(lead.createdAt).toISOString(),
+          expiredAt: new Date(lead.expiresAt).toISOString(),
+        };
+        await emit("lead.expired", lead.businessId, data, lead.expiresAt);
+      }
+    });
+  }
+
+  // -- Recording outcomes: in the order the attempts ended, many per statement (D7) --------------
+
+  const unrecorded: { outcome: Outcome; done: (r: Recorded | Error) => void }[] = [];
+  let recording: Promise<void> | undefined;
+
+  function record(outcome: Outcome): Promise<Recorded> {
+    return new Promise((resolve, reject) => {
+      unrecorded.push({ outcome, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) });
+      recording ??= flush().finally(() => (recording = undefined));
+    });
+  }
+
+  async function flush(): Promise<void> {
+    while (unrecorded.length > 0) {
+      const batch = unrecorded.splice(0, 500);
+      try {
+        const results = await parts.record(batch.map((b) => b.outcome));
+        batch.forEach((b, i) => b.done(results[i]!));
+      } catch (error) {
+        // Not recorded: the attempts stay claimed and are made again after their lease (at-least-once).
+        batch.forEach((b) => b.done(error as Error));
+      }
+    }
+  }
+
+  // -- One attempt -------------------------------------------------------------------------------
+
+  async function attempt(a: ClaimedAttempt): Promise<Outcome | undefined> {
+    const base = { attemptId: a.id, webhookId: a.webhookId };
+    if (!parts.deliverable(a)) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
+    await parts.timing.beforeAttempt?.();
+    const startedAt = clock.now();
+    const { body, signature } = await parts.sign({ ...a, body: a.body!, secret: a.secret! });
+    if (stopped) return undefined;
+    const controller = new AbortController();
+    controllers.add(controller);
+    try {
+      const result = await parts.send(a.url!, body, signature, controller.signal);
+      const ok = result.error === undefined && result.status !== undefined && result.status >= 200 && result.status < 300;
+      const endedAt = endOf(clock, rules, startedAt, result.timedOut);
+      const retryAt = ok ? undefined : parts.retryAt({ attempt: a.attempt, startedAt, endedAt, timedOut: result.timedOut });
+      return { ...base, ok, cancelled: false, status: result.status, error: result.error, endedAt, retryAt };
+    } catch (error) {
+      // Stopping: left claimed, handed back to the queue by stop(), made again after the restart.
+      if (controller.signal.aborted) return undefined;
+      throw error;
+    } finally {
+      controllers.delete(controller);
+    }
+  }
+
+  /** Makes an attempt, records it, then what its outcome calls for: the e-mail of a disabling, the retry's timer. */
+  async function run(a: ClaimedAttempt): Promise<void> {
+    attemptsUnderWay++;
+    let outcome: Outcome | undefined;
+    try {
+      outcome = await attempt(a);
+      if (!outcome) return;
+    } finally {
+      attemptsUnderWay--;
+    }
+    const recorded = await record(outcome);
+    if (recorded === "disabled") await sendPendingNotifications();
+    else if (recorded === "failed" && outcome.retryAt !== undefined) wake(outcome.retryAt);
+  }
+
+  /** Background work, tracked until it ends (advance and stop wait for it). */
+  function track(work: Promise<void>, what: string): Promise<void> {
+    const w: Promise<void> = work.catch((e: unknown) => options.log(`${what}: ${(e as Error).message}`)).finally(() => inFlight.delete(w));
+    inFlight.add(w);
+    return w;
+  }
+
+  // -- The disable e-mail (D26) ------------------------------------------------------------------
+
+  /** Sends the "webhook disabled" e-mails not sent yet, each claimed first so that it goes out once. */
+  async function sendPendingNotifications(): Promise<void> {
+    const realNow = Date.now();
+    const { rows } = await db.query<{ webhook_id: string; client_id: string; url: string; business_id: string; created_at: string }>(
+      `WITH claimed AS (
+         UPDATE notifications SET claimed_by = $1, claimed_at = $2 WHERE webhook_id IN (
+           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3) FOR UPDATE SKIP LOCKED)
+         RETURNING webhook_id, client_id, created_at)
+       SELECT c.webhook_id, c.client_id, c.created_at, w.url, w.business_id FROM claimed c JOIN webhooks w ON w.id = c.webhook_id`,
+      [options.owner, realNow, realNow - options.leaseMs],
+    );
+    for (const n of rows) {
+      try {
+        const recipient = options.contactEmailFor(n.client_id);
+        if (!recipient) throw new Error(`no contact address is configured for client ${n.client_id}`);
+        const { rows: last } = await db.query<{ status: number | null; error: string | null }>(
+          "SELECT status, error FROM attempts WHERE webhook_id = $1 AND state = 'failed' ORDER BY recorded_seq DESC LIMIT 1",
+          [n.webhook_id],
+        );
+        await parts.sendMail(
+          composeDisableMail({
+            to: recipient,
+            webhookId: n.webhook_id,
+            url: n.url,
+            businessId: n.business_id,
+            disabledAt: Number(n.created_at),
+            failures: rules.disableAfterConsecutiveFailures,
+            attemptTimeoutSeconds: rules.attemptTimeoutSeconds,
+            webhookIdHeader: rules.disableEmail.webhookIdHeader,
+            lastFailure: last[0] ?? { status: null, error: null },
+          }),
+        );
+        await db.query("UPDATE notifications SET sent_at = $1 WHERE webhook_id = $2", [clock.now(), n.webhook_id]);
+      } catch (error) {
+        // Handed back: the next run tries again.
+        await db.query("UPDATE notifications SET claimed_by = NULL WHERE webhook_id = $1", [n.webhook_id]);
+        if (!mailFailuresLogged.has(n.webhook_id)) options.log(`e-mail for webhook ${n.webhook_id} not sent yet, will retry: ${(error as Error).message}`);
+        mailFailuresLogged.add(n.webhook_id);
+      }
+    }
+  }
+
+  // -- Running what is due -----------------------------------------------------------------------
+
+  /**
+   * Claims what is due, in bounded batches, and starts the attempts, each on its own: a slow or
+   * hanging receiver delays nobody else. With `waitForAttempts` (virtual time, tests) it also waits
+   * for their outcomes.
+   */
+  async function runDueOnce(waitForAttempts: boolean): Promise<void> {
+    if (stopped) return;
+    const now = clock.now();
+    await expireLeads(now);
+    const started: Promise<void>[] = [];
+    for (;;) {
+      const room = maxInFlight - attemptsUnderWay;
+      if (room <= 0) {
+        // Full: wait for one attempt to end before claiming more.
+        await Promise.race(inFlight);
+        continue;
+      }
+      const due = await parts.claim(now, room);
+      started.push(...due.map((a) => track(run(a), `attempt ${a.id}`)));
+      if (due.length < room || stopped) break;
+    }
+    // E-mails not sent by an earlier run (SMTP was down) are tried again on each run.
+    started.push(track(sendPendingNotifications(), "e-mails"));
+    if (waitForAttempts) await Promise.all(started);
+  }
+
+  /** Serializes runs: callers that arrive during a run wait for a fresh one. */
+  async function runDue(waitForAttempts = true): Promise<void> {
+    while (running) await running;
+    running = runDueOnce(waitForAttempts).finally(() => {
+      running = undefined;
+    });
+    await running;
+  }
+
+  /** Waits until nothing is under way: no run, no attempt, no outcome waiting to be recorded. */
+  async function settle(): Promise<void> {
+    while (running || inFlight.size > 0 || recording) {
+      await Promise.all([running, ...inFlight, recording]);
+    }
+  }
+
+  async function nextDueAt(): Promise<number | undefined> {
+    const { rows } = await db.query<{ at: string | null }>(
+      `SELECT LEAST(
+         (SELECT MIN(due_at) FROM attempts WHERE state = 'pending'),
+         (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded'))) AS at`,
+    );
+    return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
+  }
+
+  /**
+   * Real and scaled clocks: makes sure the loop runs by clock time `at` (now by default), e.g. for a
+   * new event or a retry due before the next scheduled pass. Virtual clocks move only when advanced.
+   */
+  function wake(at = clock.now()): void {
+    if (stopped || clock.mode === "virtual") return;
+    if (looping) {
+      wanted = Math.min(wanted, at);
+      return;
+    }
+    if (at >= timerAt) return;
+    clearTimeout(timer);
+    timerAt = at;
+    timer = setTimeout(loop, clock.realDelayUntil(at));
+  }
+
+  async function loop(): Promise<void> {
+    if (stopped) return;
+    looping = true;
+    timerAt = Infinity;
+    wanted = Infinity;
+    // Re-check at least every second of real time, in case another process queued work.
+    let next = clock.now() + 1000 / clock.scale;
+    try {
+      await runDue(false);
+      next = Math.min(next, (await nextDueAt()) ?? Infinity);
+    } catch (error) {
+      options.log(`delivery loop: ${(error as Error).message}`);
+    } finally {
+      looping = false;
+    }
+    if (stopped) return;
+    timerAt = Math.min(next, wanted);
+    timer = setTimeout(loop, clock.realDelayUntil(timerAt));
+  }
+
+  return {
+    emit: (...args) => transaction((_tx, emit) => emit(...args)),
+    transaction,
+    runDue,
+    async advance(seconds) {
+      await settle();
+      const target = clock.now() + seconds * 1000;
+      for (;;) {
+        if (stopped) return;
+        const next = await nextDueAt();
+        if (next === undefined || next > target) break;
+        clock.set(next);
+        await runDue();
+        await settle();
+      }
+      clock.set(target);
+      await runDue();
+      await settle();
+    },
+    async start() {
+      stopped = false;
+      wake();
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      for (const controller of controllers) controller.abort();
+      await settle();
+      await db.query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE state = 'in_flight' AND claimed_by = $1", [options.owner]);
+    },
+  };
+}

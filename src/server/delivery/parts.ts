@@ -1,0 +1,294 @@
+// The delivery engine's parts (spec/DECISIONS.md D1–D8, D24, D26), each a function with one job:
+// make an envelope, queue an event's first attempts, claim what is due, sign, send, schedule the
+// retry, record outcomes, send the disable e-mail. The engine (engine.ts) only wires them. They are
+// also the seams through which conformance/broken builds its deliberately broken servers and
+// conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
+import type { Dispatcher } from "undici";
+import { request } from "undici";
+import { newEventId } from "../../events/index.js";
+import { signPayload } from "../../signing.js";
+import type { DeliveryRules, EventName } from "../../spec.js";
+import type { Clock } from "../clock.js";
+import type { AddressPolicy } from "../ssrf.js";
+import type { Db, Queryable } from "../store.js";
+
+/** What every part may use. */
+export interface PartsContext {
+  db: Db;
+  clock: Clock;
+  rules: DeliveryRules;
+  /** This process's name on its claims (leases). */
+  owner: string;
+  /** Real ms after which a claim belongs to a process that died and may be taken over. */
+  leaseMs: number;
+  /** Pools connections per receiver and trusts extra CAs. */
+  dispatcher: Dispatcher;
+  /** Real ms an attempt may take before it has failed (D6, D24). */
+  attemptTimeoutRealMs: number;
+  addressPolicy: AddressPolicy;
+  /** Hands an e-mail to the SMTP server; resolves once it accepted it. */
+  transport: (mail: DisableMail) => Promise<void>;
+}
+
+export interface NewEvent {
+  id: string;
+  name: EventName;
+  businessId: string;
+  /** Clock time it occurred. */
+  at: number;
+}
+
+export interface ExpiredLead {
+  id: string;
+  businessId: string;
+  previousStatus: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** A claimed attempt, with what it needs (null where the webhook or event is gone). */
+export interface ClaimedAttempt {
+  id: string;
+  eventId: string;
+  webhookId: string;
+  attempt: number;
+  url: string | null;
+  secret: string | null;
+  webhookStatus: string | null;
+  /** The stored envelope. */
+  body: string | null;
+}
+
+/** What an HTTP attempt came to: a status, or an error (connection, TLS, timeout). */
+export interface SendResult {
+  status?: number;
+  error?: string;
+  timedOut: boolean;
+}
+
+export interface Failure {
+  /** 1 for the first attempt. */
+  attempt: number;
+  /** Clock time the attempt began and ended (a timed-out attempt ends at its start plus the timeout). */
+  startedAt: number;
+  endedAt: number;
+  timedOut: boolean;
+}
+
+export interface Outcome {
+  attemptId: string;
+  webhookId: string;
+  ok: boolean;
+  /** Not made: its webhook is gone or disabled. */
+  cancelled: boolean;
+  status?: number;
+  error?: string;
+  endedAt: number;
+  /** When the retry is due if this failure does not disable the webhook (none after the last retry). */
+  retryAt?: number;
+}
+
+/** What recording an outcome did; "stale": another server took the attempt over (its lease ran out). */
+export type Recorded = "succeeded" | "failed" | "disabled" | "cancelled" | "stale";
+
+/** The "webhook disabled" e-mail (D26). */
+export interface DisableMail {
+  to: string;
+  subject: string;
+  text: string;
+  /** Includes Message-ID, stable per disabling. */
+  headers: Record<string, string>;
+}
+
+/**
+ * When attempts that fall due are made. Real and scaled clocks run a timer; a virtual clock makes
+ * what is due in `advance`. A timing may also make first attempts as soon as they are queued
+ * (`queued`: before the caller answers, or in the background), or delay each attempt (`beforeAttempt`).
+ */
+export interface Timing {
+  queued?(makeDue: () => Promise<void>): void | Promise<void>;
+  beforeAttempt?(): Promise<void>;
+}
+
+export interface DeliveryParts {
+  /** The envelope of a new event: its id and the exact bytes every attempt sends (§2.3, D4). */
+  envelope(name: EventName, data: Record<string, unknown>, at: number): { id: string; body: string };
+  /** Queues the first attempts of a stored event for its subscribed, enabled webhooks, in one statement (D8). */
+  queue(tx: Queryable, event: NewEvent): Promise<number>;
+  /** Marks the leads due to expire by `now` as expired (D19) and returns them. */
+  expireLeads(tx: Queryable, now: number): Promise<ExpiredLead[]>;
+  /** Claims at most `limit` attempts that are due, or were left claimed past their lease by a process that died. */
+  claim(now: number, limit: number): Promise<ClaimedAttempt[]>;
+  /** Whether a claimed attempt is still to be made (its webhook exists and is enabled). */
+  deliverable(a: ClaimedAttempt): boolean;
+  /** The bytes an attempt sends and their signature (D2). */
+  sign(a: ClaimedAttempt & { body: string; secret: string }): Promise<{ body: Buffer; signature: string }>;
+  /** Makes one HTTP attempt (D1, D6), abandoned when `signal` aborts. */
+  send(url: string, body: Buffer, signature: string, signal: AbortSignal): Promise<SendResult>;
+  /** When the retry after a failed attempt is due (D7), or undefined after the last retry. */
+  retryAt(failure: Failure): number | undefined;
+  /** Records outcomes in the order given, each atomically (D7). */
+  record(outcomes: Outcome[]): Promise<Recorded[]>;
+  /** Sends the disable e-mail. */
+  sendMail(mail: DisableMail): Promise<void>;
+  timing: Timing;
+}
+
+/** A variant of the reference server: replaces some parts, given the default ones. */
+export type PartsOverride = (base: DeliveryParts, ctx: PartsContext) => Partial<DeliveryParts>;
+
+const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"]);
+
+export function defaultParts(ctx: PartsContext): DeliveryParts {
+  const { db, clock, rules } = ctx;
+  return {
+    envelope(name, data, at) {
+      const id = newEventId(at);
+      return { id, body: JSON.stringify({ id, event: name, timestamp: new Date(at).toISOString(), data }) };
+    },
+
+    async queue(tx, event) {
+      // events is a JSON array of names; jsonb's ? asks whether it holds this one.
+      const { rows } = await tx.query<{ n: number }>(
+        `WITH queued AS (
+           INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
+           SELECT $1, id, 1, $2 FROM webhooks WHERE status = 'enabled' AND business_id = $3 AND events::jsonb ? $4
+           RETURNING 1)
+         SELECT count(*)::int AS n FROM queued`,
+        [event.id, event.at, event.businessId, event.name],
+      );
+      return rows[0]!.n;
+    },
+
+    async expireLeads(tx, now) {
+      const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
+        `UPDATE leads SET status = 'expired' FROM (
+           SELECT id, status FROM leads WHERE expires_at <= $1 AND status IN ('new', 'responded') FOR UPDATE SKIP LOCKED) AS previous
+         WHERE leads.id = previous.id
+         RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`,
+        [now],
+      );
+      return rows.map((r) => ({
+        id: r.id,
+        businessId: r.business_id,
+        previousStatus: r.previous_status,
+        createdAt: Number(r.created_at),
+        expiresAt: Number(r.expires_at),
+      }));
+    },
+
+    async claim(now, limit) {
+      const realNow = Date.now();
+      const { rows } = await db.query<{
+        id: string;
+        event_id: string;
+        webhook_id: string;
+        attempt: number;
+        url: string | null;
+        secret: string | null;
+        webhook_status: string | null;
+        body: string | null;
+      }>(
+        `WITH claimed AS (
+           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
+             SELECT id FROM attempts
+             WHERE (state = 'pending' AND due_at <= $1) OR (state = 'in_flight' AND claimed_at < $4)
+             ORDER BY due_at LIMIT $5
+             FOR UPDATE SKIP LOCKED)
+           RETURNING id, event_id, webhook_id, attempt, due_at)
+         SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
+         FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
+         ORDER BY c.due_at, c.id`,
+        [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit],
+      );
+      return rows.map((r) => ({
+        id: r.id,
+        eventId: r.event_id,
+        webhookId: r.webhook_id,
+        attempt: r.attempt,
+        url: r.url,
+        secret: r.secret,
+        webhookStatus: r.webhook_status,
+        body: r.body,
+      }));
+    },
+
+    deliverable: (a) => a.url !== null && a.secret !== null && a.body !== null && a.webhookStatus === "enabled",
+
+    async sign(a) {
+      const body = Buffer.from(a.body, "utf8");
+      return { body, signature: signPayload(body, a.secret) };
+    },
+
+    async send(url, body, signature, signal) {
+      // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
+      const refused = ctx.addressPolicy.refuseAddressUrl(url);
+      if (refused) return { error: refused, timedOut: false };
+      const timeoutMs = ctx.attemptTimeoutRealMs;
+      // One deadline for the whole attempt: waiting for a connection, connecting, the answer and its
+      // body (D6). A timer of its own: undici's own timeouts tick coarsely, up to a second late.
+      const deadline = AbortSignal.timeout(timeoutMs);
+      const attemptSignal = AbortSignal.any([signal, deadline]);
+      try {
+        const response = await request(url, {
+          method: rules.method,
+          body,
+          headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signature },
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+          dispatcher: ctx.dispatcher,
+          signal: attemptSignal,
+        });
+        // The answer is complete when its body is: bounded too, so a trickling body cannot hold the
+        // attempt. Past 128 KiB undici closes the connection rather than read on.
+        await response.body.dump({ limit: 128 * 1024, signal: attemptSignal });
+        return { status: response.statusCode, timedOut: false };
+      } catch (e) {
+        if (signal.aborted) throw e;
+        const timedOut = deadline.aborted || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
+        const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
+        return { error, timedOut };
+      }
+    },
+
+    retryAt(failure) {
+      const wait = rules.retryWaitsSeconds[failure.attempt - 1];
+      return wait === undefined ? undefined : failure.endedAt + wait * 1000;
+    },
+
+    async record(outcomes) {
+      const column = <T>(pick: (o: Outcome) => T) => outcomes.map(pick);
+      const { rows } = await db.query<{ attempt_id: string; ended: Recorded }>(
+        "SELECT attempt_id::text, ended FROM record_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        [
+          column((o) => o.attemptId),
+          column((o) => o.webhookId),
+          column((o) => o.ok),
+          column((o) => o.cancelled),
+          column((o) => o.status ?? null),
+          column((o) => o.error ?? null),
+          column((o) => o.endedAt),
+          column((o) => o.retryAt ?? null),
+          ctx.owner,
+          rules.disableAfterConsecutiveFailures,
+        ],
+      );
+      return rows.map((r) => r.ended);
+    },
+
+    sendMail: (mail) => ctx.transport(mail),
+
+    timing: {},
+  };
+}
+
+/** The default parts with a variant's replacements. */
+export function buildParts(ctx: PartsContext, override?: PartsOverride): DeliveryParts {
+  const base = defaultParts(ctx);
+  return override ? { ...base, ...override(base, ctx) } : base;
+}
+
+/** Clock time an attempt ended: a timed-out attempt took the whole timeout (under a virtual clock, which did not move meanwhile: D24). */
+export function endOf(clock: Clock, rules: DeliveryRules, startedAt: number, timedOut: boolean): number {
+  return timedOut && clock.mode === "virtual" ? startedAt + rules.attemptTimeoutSeconds * 1000 : clock.now();
+}
