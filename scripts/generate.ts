@@ -156,8 +156,12 @@ async function typesOf(openapi: Json): Promise<string> {
   return tsHeader + astToString(ast);
 }
 
-/** Everything generated/ should hold (but the folders in `notOwned`), by relative path. */
-export async function buildGenerated(): Promise<Files> {
+/**
+ * Everything generated/ should hold (but the folders in `notOwned`), by relative path. The tables of
+ * the certification suites are built from the suites' own modules, which read generated/: pass
+ * `tables: false` to build what the spec alone produces (when generated/ is not there yet).
+ */
+export async function buildGenerated(options: { tables?: boolean } = {}): Promise<Files> {
   const out: Files = new Map();
   const tspOut = await compileTypeSpec(path.join(specDir, "main.tsp"));
   try {
@@ -193,7 +197,13 @@ export async function buildGenerated(): Promise<Files> {
   } finally {
     await rm(controlOut, { recursive: true, force: true });
   }
-  return out;
+  return (options.tables ?? true) ? new Map([...out, ...(await buildTables())]) : out;
+}
+
+/** The tables of the certification suites (imported late: the suites' modules read generated/). */
+async function buildTables(): Promise<Files> {
+  const { serverCheckTable } = await import("./server-check-table.js");
+  return new Map([["conformance/server-checks.md", serverCheckTable()]]);
 }
 
 export async function readGenerated(): Promise<Files> {
@@ -242,7 +252,10 @@ export async function diffGenerated(expected: Files): Promise<string> {
 
 async function main(): Promise<void> {
   const check = process.argv.includes("--check");
-  const expected = await buildGenerated();
+  // The tables read generated/ through the suites' modules: write what the spec produces first.
+  const fromSpec = await buildGenerated({ tables: false });
+  if (!check) await writeTree(generatedDir, fromSpec);
+  const expected = new Map([...fromSpec, ...(await buildTables())]);
   if (check) {
     const diff = await diffGenerated(expected);
     if (diff) {

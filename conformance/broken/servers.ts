@@ -1,28 +1,225 @@
-// The catalogue of broken servers: the reference server with exactly one fault each. The
-// certification suite must catch every one with the check that names that fault
-// (conformance/broken/server-expected-failures.json).
-import type { ServerFault } from "../../src/server/delivery.js";
+// The catalogue of broken servers: the reference server with exactly one fault each, put in through
+// its seams (a replaced delivery part, registration check, or delivery number; never a branch in the
+// product). The certification suite must catch every one with exactly the checks listed for it in
+// conformance/broken/server-expected-failures.json.
+import { createHmac } from "node:crypto";
+import { interceptors } from "undici";
+import { newEventId } from "../../src/events/index.js";
+import type { RegistrationOverride } from "../../src/server/app.js";
+import { defaultParts, type PartsOverride } from "../../src/server/delivery/index.js";
+import type { FieldError } from "../../src/server/contract.js";
 import type { DeliveryRules } from "../../src/spec.js";
+import { faultyRecorder } from "./recorder.js";
 
 export interface BrokenServer {
   id: string;
-  faults?: ServerFault[];
+  parts?: PartsOverride;
+  registration?: RegistrationOverride;
   rules?: (rules: DeliveryRules) => DeliveryRules;
 }
 
+type Envelope = { id: string; event: string; timestamp: string; data: Record<string, unknown> };
+
+/** Replaces the envelope's body (the stored id stays unique: events are keyed by it). */
+const envelopeBody =
+  (change: (envelope: Envelope) => Envelope): PartsOverride =>
+  (base) => ({
+    envelope(name, data, at) {
+      const made = base.envelope(name, data, at);
+      return { id: made.id, body: JSON.stringify(change(JSON.parse(made.body) as Envelope)) };
+    },
+  });
+
+/** Drops the registration errors a predicate picks: the rule they enforce is not checked. */
+const ignoresErrors =
+  (ignored: (e: FieldError) => boolean): RegistrationOverride =>
+  (base) => ({ errors: (body) => base.errors(body).filter((e) => !ignored(e)) });
+
+/** A missing member (required errors point at the member itself). */
+const isRequired = (e: FieldError) => /required property/.test(e.detail);
+
+/** Queues an event's first attempts with another selection of webhooks (D8). */
+const queuesFor =
+  (where: string): PartsOverride =>
+  () => ({
+    async queue(tx, event) {
+      const { rows } = await tx.query<{ n: number }>(
+        `WITH queued AS (
+           INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
+           SELECT $1, id, 1, $2 FROM webhooks WHERE ${where} RETURNING 1)
+         SELECT count(*)::int AS n FROM queued`,
+        [event.id, event.at, event.businessId, event.name],
+      );
+      return rows[0]!.n;
+    },
+  });
+
+let fixedId: string | undefined;
+
 export const brokenServers: BrokenServer[] = [
-  { id: "signs-reserialized-body", faults: ["signs-reserialized-body"] },
-  { id: "uppercase-hex-signature", faults: ["uppercase-hex-signature"] },
-  { id: "signs-with-another-webhooks-secret", faults: ["signs-with-another-webhooks-secret"] },
-  { id: "new-event-id-per-retry", faults: ["new-event-id-per-retry"] },
+  // -- Signing and envelope --------------------------------------------------------------------
+  {
+    id: "signs-reserialized-body",
+    parts: () => ({
+      async sign(a) {
+        const pretty = JSON.stringify(JSON.parse(a.body), null, 2);
+        return { body: Buffer.from(pretty), signature: createHmac("sha256", a.secret).update(JSON.stringify(JSON.parse(pretty))).digest("hex") };
+      },
+    }),
+  },
+  {
+    id: "uppercase-hex-signature",
+    parts: (base) => ({
+      async sign(a) {
+        const signed = await base.sign(a);
+        return { ...signed, signature: signed.signature.toUpperCase() };
+      },
+    }),
+  },
+  {
+    id: "signs-with-another-webhooks-secret",
+    parts: (base, ctx) => ({
+      async sign(a) {
+        const { rows } = await ctx.db.query<{ secret: string }>("SELECT secret FROM webhooks WHERE id <> $1 ORDER BY id LIMIT 1", [a.webhookId]);
+        return base.sign({ ...a, secret: rows[0]?.secret ?? `${a.secret}-other` });
+      },
+    }),
+  },
+  {
+    id: "new-event-id-per-retry",
+    parts: (base) => ({
+      sign: (a) => base.sign(a.attempt > 1 ? { ...a, body: JSON.stringify({ ...(JSON.parse(a.body) as object), id: newEventId() }) } : a),
+    }),
+  },
+  { id: "event-id-without-prefix", parts: envelopeBody((e) => ({ ...e, id: e.id.replace(/^evt_/, "") })) },
+  { id: "one-id-for-every-event", parts: envelopeBody((e) => ({ ...e, id: (fixedId ??= e.id) })) },
+  { id: "timestamp-with-offset", parts: envelopeBody((e) => ({ ...e, timestamp: e.timestamp.replace(/Z$/, "+00:00") })) },
+  {
+    id: "omits-a-required-data-member",
+    parts: envelopeBody((e) => {
+      if (e.event !== "lead.created") return e;
+      const { phone: _phone, ...customer } = e.data.customer as Record<string, unknown>;
+      return { ...e, data: { ...e.data, customer } };
+    }),
+  },
+  {
+    id: "lead-expired-names-another-lead",
+    parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, data: { ...e.data, leadID: `${e.data.leadID as string}9` } } : e)),
+  },
+  { id: "wrong-content-type", rules: (r) => ({ ...r, contentType: "text/plain" }) },
+
+  // -- Filtering ---------------------------------------------------------------------------------
+  { id: "ignores-events-filter", parts: queuesFor("status = 'enabled' AND business_id = $3 AND $4::text IS NOT NULL") },
+  { id: "ignores-business-filter", parts: queuesFor("status = 'enabled' AND $3::text IS NOT NULL AND events::jsonb ? $4") },
+  {
+    id: "delivers-after-disable",
+    parts: (_base, ctx) => ({
+      ...queuesFor("business_id = $3 AND events::jsonb ? $4")(_base, ctx),
+      deliverable: (a) => a.url !== null && a.secret !== null && a.body !== null,
+      record: faultyRecorder(ctx, { keepsDeliveringAfterDisable: true }),
+    }),
+  },
+
+  // -- Retry schedule and the failure counter ------------------------------------------------------
   { id: "retries-one-step-early", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.map((w) => w - 1) }) },
   { id: "waits-20-percent-short", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.map((w) => w * 0.8) }) },
+  {
+    id: "timeout-retry-counted-from-start",
+    parts: (base) => ({ retryAt: (f) => base.retryAt(f.timedOut ? { ...f, endedAt: f.startedAt } : f) }),
+  },
+  {
+    id: "retries-forever",
+    parts: (base, ctx) => ({ retryAt: (f) => base.retryAt(f) ?? f.endedAt + ctx.rules.retryWaitsSeconds.at(-1)! * 1000 }),
+  },
   { id: "disables-after-6", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: r.disableAfterConsecutiveFailures + 1 }) },
-  { id: "never-disables", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: Number.POSITIVE_INFINITY }) },
-  { id: "no-reset-on-success", faults: ["no-reset-on-success"] },
-  { id: "delivers-after-disable", faults: ["delivers-after-disable"] },
-  { id: "no-disable-email", faults: ["no-disable-email"] },
-  { id: "ignores-events-filter", faults: ["ignores-events-filter"] },
-  { id: "ignores-business-filter", faults: ["ignores-business-filter"] },
-  { id: "accepts-plain-http-url", faults: ["accepts-plain-http-url"] },
+  // The largest threshold the counter's column holds: never reached.
+  { id: "never-disables", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: 2 ** 31 - 1 }) },
+  { id: "no-reset-on-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noReset: true }) }) },
+  { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },
+  {
+    // The lost update: a failure writes back the counter as it was when its attempt was claimed, plus one.
+    id: "stale-failure-count",
+    parts: (base, ctx) => {
+      const atClaim = new Map<string, number>();
+      return {
+        async claim(now, limit) {
+          const claimed = await base.claim(now, limit);
+          const { rows } = await ctx.db.query<{ id: string; consecutive_failures: number }>(
+            "SELECT id, consecutive_failures FROM webhooks WHERE id = ANY($1)",
+            [claimed.map((a) => a.webhookId)],
+          );
+          const counters = new Map(rows.map((r) => [r.id, r.consecutive_failures]));
+          for (const a of claimed) atClaim.set(a.id, counters.get(a.webhookId) ?? 0);
+          return claimed;
+        },
+        record: faultyRecorder(ctx, { counterOf: (id) => atClaim.get(id) }),
+      };
+    },
+  },
+
+  // -- What counts as a failure ------------------------------------------------------------------
+  {
+    id: "follows-redirects",
+    parts: (_base, ctx) => ({ send: defaultParts({ ...ctx, dispatcher: ctx.dispatcher.compose(interceptors.redirect({ maxRedirections: 3 })) }).send }),
+  },
+  {
+    id: "closed-connection-counts-as-success",
+    parts: (base) => ({
+      async send(...args) {
+        const result = await base.send(...args);
+        return result.status === undefined && !result.timedOut ? { status: 200, timedOut: false } : result;
+      },
+    }),
+  },
+
+  // -- The disable e-mail --------------------------------------------------------------------------
+  { id: "no-disable-email", parts: () => ({ sendMail: async () => undefined }) },
+  {
+    id: "sends-two-emails",
+    parts: (base) => ({
+      async sendMail(mail) {
+        await base.sendMail(mail);
+        await base.sendMail(mail);
+      },
+    }),
+  },
+  { id: "emails-another-address", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: "ops@partner-platform.example" }) }) },
+  {
+    id: "email-without-details",
+    parts: (base) => ({ sendMail: (mail) => base.sendMail({ to: mail.to, subject: "Webhook disabled", text: "One of your webhooks was disabled.\n", headers: {} }) }),
+  },
+
+  // -- Leads -------------------------------------------------------------------------------------
+  { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
+  {
+    id: "expires-hired-leads",
+    parts: () => ({
+      async expireLeads(tx, now) {
+        const { rows } = await tx.query<{ id: string; business_id: string; created_at: string; expires_at: string }>(
+          `UPDATE leads SET status = 'expired' WHERE expires_at <= $1 AND status IN ('new', 'responded', 'hired')
+           RETURNING id, business_id, created_at, expires_at`,
+          [now],
+        );
+        return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: "new", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+      },
+    }),
+  },
+
+  // -- Registration --------------------------------------------------------------------------------
+  {
+    id: "accepts-plain-http-url",
+    registration: (base) => ({
+      errors: (body) => {
+        const b = body as { url?: unknown };
+        return base.errors(typeof b?.url === "string" ? { ...b, url: b.url.replace(/^http:/, "https:") } : body);
+      },
+    }),
+  },
+  { id: "accepts-over-long-url", registration: ignoresErrors((e) => e.pointer === "/url" && /more than/.test(e.detail)) },
+  { id: "accepts-unknown-event-names", registration: ignoresErrors((e) => /^\/events\/\d+$/.test(e.pointer)) },
+  { id: "accepts-empty-or-repeated-events", registration: ignoresErrors((e) => e.pointer === "/events" && !isRequired(e)) },
+  { id: "accepts-missing-fields", registration: ignoresErrors(isRequired) },
+  { id: "accepts-unknown-fields", registration: ignoresErrors((e) => /no such member/.test(e.detail)) },
+  { id: "accepts-out-of-range-secret", registration: ignoresErrors((e) => e.pointer === "/secret" && !isRequired(e)) },
+  { id: "accepts-unknown-business", registration: () => ({ businessExists: () => true }) },
 ];

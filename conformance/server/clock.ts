@@ -1,5 +1,6 @@
 // Drives the implementation's clock: virtual (moved through the Control API, exact) or scaled real
 // time (waited for, with tolerance bands derived from the scale).
+import { loadConformanceRules } from "../../src/spec.js";
 import type { Control } from "./control.js";
 
 export type ClockSetting = { kind: "virtual" } | { kind: "scaled"; factor: number };
@@ -40,9 +41,11 @@ export function createClockDriver(setting: ClockSetting, control: Control): Cloc
 }
 
 /**
- * How far from the expected wait a scaled-time retry may arrive, in real ms. Never early beyond timer
- * granularity; late by 20% of the wait plus a fixed allowance for the network and the event loop.
+ * How far from the expected wait a scaled-time retry may arrive, in real ms (D25, `x-conformance` of
+ * the control API): never early beyond timer granularity; late by a fraction of the wait plus a fixed
+ * allowance for the network and the event loop.
  */
 export function scaledTolerance(expectedMs: number): { earlyMs: number; lateMs: number } {
-  return { earlyMs: 2, lateMs: expectedMs * 0.2 + 150 };
+  const { earlyRealMs, lateFractionOfWait, lateRealMs } = loadConformanceRules().scaledClock.tolerance;
+  return { earlyMs: earlyRealMs, lateMs: expectedMs * lateFractionOfWait + lateRealMs };
 }

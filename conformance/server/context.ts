@@ -1,8 +1,13 @@
 // What every server check works with: the implementation's API and control port, the suite's own
-// receiver and SMTP sink, the clock driver, and the delivery rules read from the spec.
+// receiver and SMTP sink, the clock driver, and the delivery and certification rules read from the spec.
+//
+// Timing rule of every scenario (docs/implementing-a-server.md): count what an endpoint has seen
+// *before* acting, then wait for an exact count. An implementation may make an attempt that is due
+// now before the trigger answers, right after, or only in the next advance: all three pass.
 import { randomBytes } from "node:crypto";
 import { createPartnerClient, type PartnerClient } from "../../src/client/index.js";
-import { loadDeliveryRules, type DeliveryRules, type EventName } from "../../src/spec.js";
+import { loadConformanceRules, loadDeliveryRules, type ConformanceRules, type DeliveryRules, type EventName } from "../../src/spec.js";
+import { SetupError } from "../framework/check.js";
 import type { Delivery, Receiver } from "../harness/receiver.js";
 import type { SmtpSink } from "../harness/smtp-sink.js";
 import { createClockDriver, scaledTolerance, type ClockDriver, type ClockSetting } from "./clock.js";
@@ -15,8 +20,8 @@ export interface ServerSuiteOptions {
   clientSecret: string;
   controlUrl: string;
   clock: ClockSetting;
-  /** The contact address the implementation holds for this client; when given, the e-mail must go there. */
-  partnerEmail?: string;
+  /** The contact address the implementation holds for this client: the disable e-mail must go there. */
+  partnerEmail: string;
   /** A business that serves `categoryId` at `zip` (default: the spec examples' 4711, 1000123, 10001). */
   businessId?: string;
   /** Another existing business (default 4712). */
@@ -28,35 +33,53 @@ export interface ServerSuiteOptions {
 export interface RegisteredWebhook {
   webhookID: string;
   endpoint: string;
+  /** The URL registered: the suite receiver's URL of the endpoint. */
+  url: string;
   secret: string;
   events: EventName[];
   businessID: string;
 }
 
+/** What a registration was answered, for the registration checks. */
+export interface RegistrationAnswer {
+  status: number;
+  body: unknown;
+}
+
 export interface ServerContext {
-  options: Required<Omit<ServerSuiteOptions, "partnerEmail">> & { partnerEmail?: string };
+  options: Required<ServerSuiteOptions>;
   api: PartnerClient;
   control: Control;
   clock: ClockDriver;
   receiver: Receiver;
   smtp: SmtpSink;
   rules: DeliveryRules;
-  /** Registers a webhook for an endpoint of the suite's receiver; throws if the implementation refuses. */
+  conformance: ConformanceRules;
+  /** Registers a webhook for an endpoint of the suite's receiver; a refusal stops the run (SetupError) with what to change. */
   register(endpoint: string, events: EventName[], businessID: string): Promise<RegisteredWebhook>;
+  /** Posts a registration body as is, for the checks of registration rules. */
+  registerRaw(body: unknown): Promise<RegistrationAnswer>;
+  /** A fresh secret of the allowed length. */
+  newSecret(): string;
   /** Runs a scenario once and shares its outcome among the checks that assert on it. */
   once<T>(key: string, scenario: () => Promise<T>): Promise<T>;
-  /** Waits until the attempts due now at `endpoint` have arrived (`count` in all). */
-  arrived(endpoint: string, count: number, what: string): Promise<Delivery[]>;
+  /** How many attempts an endpoint has seen so far: take it before acting. */
+  count(endpoint: string): number;
+  /**
+   * Makes what is due now (a virtual clock: advance 0) and waits until `endpoint` has seen `n` more
+   * attempts than `since`; returns those that arrived after `since` (fewer if they did not come).
+   */
+  arrivals(endpoint: string, since: number, n: number, what: string): Promise<Delivery[]>;
   /** Lets exactly `seconds` pass and returns the attempts that arrived at `endpoint` meanwhile. */
   during(endpoint: string, seconds: number): Promise<Delivery[]>;
-  /** Like `during`, plus (scaled time) a grace period, for asserting that nothing arrives. */
+  /** Like `during`, plus (scaled time) the tolerance band, for asserting that nothing arrives. */
   quietFor(endpoint: string, seconds: number): Promise<Delivery[]>;
   /**
    * Waits for the next attempt at `endpoint`, expected `waitSeconds` after `since` (default: the
-   * endpoint's last attempt) failed. `allowRealMs` widens the window for implementations that
-   * measure a part of the wait (the attempt timeout) in real time.
+   * endpoint's last attempt) failed. `scaledRealMs` replaces the expected real gap under a scaled
+   * clock (an attempt timeout measured in real time).
    */
-  nextAttempt(endpoint: string, waitSeconds: number, opts?: { since?: Delivery; allowRealMs?: number }): Promise<RetryObservation>;
+  nextAttempt(endpoint: string, waitSeconds: number, opts?: { since?: Delivery; scaledRealMs?: number }): Promise<RetryObservation>;
 }
 
 export type RetryVerdict = "on-time" | "early" | "late" | "missing";
@@ -68,15 +91,26 @@ export interface RetryObservation {
   observed: string;
 }
 
-/** Real milliseconds to wait for something due now (the first attempt, an e-mail). */
-const NOW_TIMEOUT_MS = 5000;
-
 /** The businesses, category and zip code of the spec's examples, which the reference seed data serves. */
 export const defaultTargets = { businessId: "4711", otherBusinessId: "4712", categoryId: "1000123", zip: "10001" } as const;
+
+const guide = "docs/implementing-a-server.md";
+
+/** What a refused registration of the suite's own receiver URL means for the setup. */
+function registrationHint(status: number, body: unknown, url: string): string {
+  const pointers = ((body as { errors?: { pointer?: string }[] } | undefined)?.errors ?? []).map((e) => e.pointer);
+  if (pointers.includes("/url")) {
+    return `during certification the implementation must accept the suite's loopback HTTPS receiver URLs (${url}); see "What to accept during certification" in ${guide} (the reference server does with --conformance)`;
+  }
+  if (status === 401 || status === 403) return "the client must be allowed every scope of the API (--client-id, --client-secret)";
+  if (status === 404) return "--business-id and --other-business-id must name existing businesses";
+  return `see ${guide}`;
+}
 
 export function createServerContext(options: ServerSuiteOptions, receiver: Receiver, smtp: SmtpSink): ServerContext {
   const resolved = { ...defaultTargets, ...options };
   const rules = loadDeliveryRules();
+  const conformance = loadConformanceRules();
   const control = createControl(options.controlUrl);
   const clock = createClockDriver(options.clock, control);
   const api = createPartnerClient({
@@ -87,16 +121,17 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     scopes: ["demand::search", "demand::request", "webhooks::write"],
   });
   const scenarios = new Map<string, Promise<unknown>>();
-  const countAt = (endpoint: string) => receiver.at(endpoint).length;
+  const count = (endpoint: string) => receiver.at(endpoint).length;
+  const dueNowMs = conformance.dueNowRealSeconds * 1000;
 
   async function during(endpoint: string, seconds: number): Promise<Delivery[]> {
-    const before = countAt(endpoint);
+    const before = count(endpoint);
     await clock.elapse(seconds);
     return receiver.at(endpoint).slice(before);
   }
 
   async function quietFor(endpoint: string, seconds: number): Promise<Delivery[]> {
-    const before = countAt(endpoint);
+    const before = count(endpoint);
     await clock.elapse(seconds);
     if (options.clock.kind === "scaled") {
       await new Promise((resolve) => setTimeout(resolve, scaledTolerance(clock.realMs(seconds)).lateMs));
@@ -104,38 +139,70 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     return receiver.at(endpoint).slice(before);
   }
 
+  /** Nothing at all reached the receiver: say why that is likely, and stop. */
+  function noDeliveryAtAll(what: string): SetupError {
+    const tls = receiver.tlsErrors.at(-1);
+    if (tls) {
+      return new SetupError(
+        `the implementation connected to the suite's receiver but the TLS handshake failed (${tls.message}): it must trust the receiver's CA (the file in WEBHOOK_CA_FILE, or DIR/ca.pem with --pki-dir)`,
+      );
+    }
+    return new SetupError(
+      `no delivery attempt reached the suite's receiver (${receiver.url("")}) within ${conformance.dueNowRealSeconds} s, waiting for ${what}: ` +
+        `the implementation must deliver to registered loopback HTTPS URLs and trust the receiver's CA (see ${guide})`,
+    );
+  }
+
+  async function arrivals(endpoint: string, since: number, n: number, what: string): Promise<Delivery[]> {
+    if (options.clock.kind === "virtual") await clock.elapse(0);
+    const reached = await receiver
+      .waitFor(() => count(endpoint) >= since + n, dueNowMs, what)
+      .then(() => true)
+      .catch(() => false);
+    if (!reached && receiver.deliveries.length === 0) throw noDeliveryAtAll(what);
+    return receiver.at(endpoint).slice(since);
+  }
+
   async function nextAttempt(
     endpoint: string,
     wait: number,
-    opts: { since?: Delivery; allowRealMs?: number } = {},
+    opts: { since?: Delivery; scaledRealMs?: number } = {},
   ): Promise<RetryObservation> {
-    const before = countAt(endpoint);
+    const before = count(endpoint);
     if (options.clock.kind === "virtual") {
       await clock.elapse(wait - 1);
-      if (countAt(endpoint) > before) return { expectedSeconds: wait, verdict: "early", observed: `within ${wait - 1} s` };
+      if (count(endpoint) > before) return { expectedSeconds: wait, verdict: "early", observed: `within ${wait - 1} s` };
       await clock.elapse(1);
-      if (countAt(endpoint) > before) return { expectedSeconds: wait, verdict: "on-time", observed: `${wait} s` };
+      if (count(endpoint) > before) return { expectedSeconds: wait, verdict: "on-time", observed: `${wait} s` };
       const grace = Math.ceil(wait * 0.2);
       await clock.elapse(grace);
-      return countAt(endpoint) > before
+      return count(endpoint) > before
         ? { expectedSeconds: wait, verdict: "late", observed: `between ${wait + 1} and ${wait + grace} s` }
         : { expectedSeconds: wait, verdict: "missing", observed: `none within ${wait + grace} s` };
     }
     const previous = opts.since ?? receiver.at(endpoint).at(-1);
-    const expectedMs = clock.realMs(wait);
-    const base = scaledTolerance(expectedMs);
-    const tolerance = { earlyMs: base.earlyMs, lateMs: base.lateMs + (opts.allowRealMs ?? 0) };
+    const expectedMs = opts.scaledRealMs ?? clock.realMs(wait);
+    const tolerance = scaledTolerance(expectedMs);
     const factor = options.clock.factor;
+    const seconds = (ms: number) => `${(ms / factor / 1000).toFixed(1)} s`;
     try {
-      await receiver.waitFor(() => countAt(endpoint) > before, expectedMs + tolerance.lateMs + 1000, `retry at ${endpoint}`);
+      await receiver.waitFor(() => count(endpoint) > before, expectedMs + tolerance.lateMs + 1000, `retry at ${endpoint}`);
     } catch {
-      return { expectedSeconds: wait, verdict: "missing", observed: `none within ${((expectedMs + tolerance.lateMs) / factor / 1000).toFixed(0)} s` };
+      return { expectedSeconds: wait, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}` };
     }
     const gapMs = receiver.at(endpoint)[before]!.arrivedAt - (previous?.arrivedAt ?? 0);
-    const observed = `${(gapMs / factor / 1000).toFixed(1)} s`;
+    const observed = seconds(gapMs);
     if (gapMs < expectedMs - tolerance.earlyMs) return { expectedSeconds: wait, verdict: "early", observed };
     if (gapMs > expectedMs + tolerance.lateMs) return { expectedSeconds: wait, verdict: "late", observed };
     return { expectedSeconds: wait, verdict: "on-time", observed };
+  }
+
+  const newSecret = () => `whsec-${randomBytes(18).toString("base64url")}`;
+
+  async function registerRaw(body: unknown): Promise<RegistrationAnswer> {
+    // The typed client would refuse most of these bodies at compile time: that is the point of them.
+    const { error, data, response } = await api.POST("/api/v2/webhooks", { body: body as never });
+    return { status: response.status, body: data ?? error };
   }
 
   return {
@@ -146,23 +213,27 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     receiver,
     smtp,
     rules,
+    conformance,
     async register(endpoint, events, businessID) {
-      const secret = `whsec-${randomBytes(18).toString("base64url")}`;
-      const { data, error, response } = await api.POST("/api/v2/webhooks", {
-        body: { url: receiver.url(endpoint), events, businessID, secret },
-      });
-      if (!data) throw new Error(`registering ${endpoint} failed with HTTP ${response.status}: ${JSON.stringify(error)}`);
-      return { webhookID: data.webhookID, endpoint, secret, events, businessID };
+      const secret = newSecret();
+      const url = receiver.url(endpoint);
+      const { status, body } = await registerRaw({ url, events, businessID, secret });
+      const webhookID = (body as { webhookID?: string } | undefined)?.webhookID;
+      if (status !== 201 || !webhookID) {
+        throw new SetupError(
+          `registering a webhook for the suite's receiver (${url}) was answered HTTP ${status} ${JSON.stringify(body)}: ${registrationHint(status, body, url)}`,
+        );
+      }
+      return { webhookID, endpoint, url, secret, events, businessID };
     },
+    registerRaw,
+    newSecret,
     once<T>(key: string, scenario: () => Promise<T>): Promise<T> {
       if (!scenarios.has(key)) scenarios.set(key, scenario());
       return scenarios.get(key) as Promise<T>;
     },
-    async arrived(endpoint, count, what) {
-      if (options.clock.kind === "virtual") await clock.elapse(0);
-      await receiver.waitFor(() => countAt(endpoint) >= count, NOW_TIMEOUT_MS, what).catch(() => undefined);
-      return receiver.at(endpoint);
-    },
+    count,
+    arrivals,
     during,
     quietFor,
     nextAttempt,

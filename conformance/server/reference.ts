@@ -4,13 +4,18 @@ import { loadConfig, startServer } from "../../src/server/index.js";
 import type { BrokenServer } from "../broken/servers.js";
 import type { RunOptions, SuiteReport } from "../framework/check.js";
 import type { ClockSetting } from "./clock.js";
+import type { ReferenceTiming } from "./timings.js";
 import { certifyServer } from "./index.js";
 
-export async function certifyReference(
-  clock: ClockSetting,
-  options: { variant?: BrokenServer; databaseUrl?: string } = {},
-  run: RunOptions = {},
-): Promise<SuiteReport> {
+export interface ReferenceOptions {
+  /** A broken variant (conformance/broken/servers.ts). */
+  variant?: BrokenServer;
+  /** Another legal timing (conformance/server/timings.ts). */
+  timing?: ReferenceTiming;
+  databaseUrl?: string;
+}
+
+export async function certifyReference(clock: ClockSetting, options: ReferenceOptions = {}, run: RunOptions = {}): Promise<SuiteReport> {
   const client = loadConfig().clients[0]!;
   return certifyServer(
     {
@@ -29,8 +34,13 @@ export async function certifyReference(
           clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
           smtpUrl: env.smtpUrl,
           webhookCa: env.caCert,
-          faults: new Set(options.variant?.faults ?? []),
+          parts: (base, ctx) => ({
+            ...options.variant?.parts?.(base, ctx),
+            ...(options.timing ? { timing: options.timing.timing() } : {}),
+          }),
+          registration: options.variant?.registration,
           rules: options.variant?.rules,
+          ...(options.timing?.virtualAttemptTimeoutMs ? { virtualAttemptTimeoutMs: options.timing.virtualAttemptTimeoutMs } : {}),
           log: () => undefined,
         });
         return { url: server.url, stop: () => server.close() };

@@ -28,7 +28,8 @@ async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: n
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
       await response.body?.cancel();
-      if (response.ok) return;
+      // Any answer means it listens: the preflight then says what is wrong with a 404 or an error.
+      return;
     } catch {
       // not listening yet
     }
@@ -41,7 +42,7 @@ export async function startImplementation(
   command: string,
   readyUrl: string,
   env: { caCert: string; smtpUrl: string; clock: ClockSetting },
-  timeoutMs = 30_000,
+  timeoutMs = 60_000,
 ): Promise<StartedImplementation> {
   const dir = await mkdtemp(path.join(tmpdir(), "partner-platform-certify-"));
   const caFile = path.join(dir, "receiver-ca.pem");

@@ -31,8 +31,10 @@ export interface paths {
         put?: never;
         /**
          * Advance the virtual clock
-         * @description Move the virtual clock forward. Returns only after every delivery attempt (and lead expiry) due
-         *     by the new time has been made and its outcome recorded, so that what a receiver saw is final.
+         * @description Move the virtual clock forward. First waits for every attempt already under way to be recorded;
+         *     then moves the clock, making every attempt, lead expiry and e-mail that falls due on the way, in
+         *     the order they fall due; returns only after each has been made and its outcome recorded, so that
+         *     what a receiver saw is final. `seconds: 0` makes what is due now.
          */
         post: operations["Conformance_advanceClock"];
         delete?: never;
@@ -53,7 +55,8 @@ export interface paths {
         /**
          * Trigger an event
          * @description Emit an event now, as if it had occurred, for every enabled webhook subscribed to it for the
-         *     business. Deliveries follow the normal rules.
+         *     business. Deliveries follow the normal rules. Under a virtual clock its first attempts are due
+         *     now: they may be made before this answers, after it, or only in the next advance (even of 0 s).
          */
         post: operations["Conformance_triggerEvent"];
         delete?: never;
@@ -79,7 +82,8 @@ export interface components {
             mode: components["schemas"]["ClockMode"];
             /**
              * Format: double
-             * @description Virtual seconds per real second, for `scaled` (1 for `real`, 0 for `virtual`).
+             * @description Real seconds that one second of the implementation's clock takes: 1 for `real`, the factor for
+             *     `scaled` (0.001: a one-minute wait takes 60 ms), 0 for `virtual` (its time does not pass by itself).
              */
             scale: number;
         };
@@ -205,9 +209,12 @@ export interface components {
         } & WithRequired<components["schemas"]["PartnerPlatform.Problem"], "type" | "status">;
         TriggerEventRequest: {
             event: components["schemas"]["PartnerPlatform.EventName"];
-            /** @description The business the event is about; its `data.businessID`. */
+            /** @description The business the event is about: the implementation sets `data.businessID` to it, whatever `data` says. */
             businessID: components["schemas"]["PartnerPlatform.BusinessId"];
-            /** @description Replaces the implementation's own example `data`; must validate against the event's schema. */
+            /**
+             * @description Replaces the implementation's own example `data`; must validate against the event's schema. A
+             *     `lead.updated` changes the stored lead as if it had happened: a lead moved to `hired` never expires.
+             */
             data?: unknown;
         };
         TriggeredEvent: {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { defineCheck, expectEqual, runChecks } from "../../conformance/framework/check.js";
+import { defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
 import { compareWithExpected } from "../../conformance/framework/expected-failures.js";
 import { formatResult, formatSummary, toJUnitXml } from "../../conformance/framework/report.js";
 
@@ -7,18 +7,21 @@ const checks = [
   defineCheck<{ value: number }>({
     id: "value-is-one",
     section: "§0",
+    scenario: "a context value",
     title: "The value is 1.",
     run: async (ctx) => expectEqual(ctx.value, 1, "value differs"),
   }),
   defineCheck<{ value: number }>({
     id: "value-is-two",
     section: "§0",
+    scenario: "a context value",
     title: "The value is 2.",
     run: async (ctx) => expectEqual(ctx.value, 2, "value differs"),
   }),
   defineCheck<{ value: number }>({
     id: "never-throws",
     section: "§0",
+    scenario: "a context value",
     title: "Nothing throws.",
     run: async () => {
       throw new TypeError("boom <&>");
@@ -28,7 +31,7 @@ const checks = [
 
 describe("conformance framework", () => {
   it("rejects a check id that is not kebab-case", () => {
-    expect(() => defineCheck({ id: "Not_Kebab", section: "", title: "", run: async () => {} })).toThrow(/kebab-case/);
+    expect(() => defineCheck({ id: "Not_Kebab", section: "", title: "", scenario: "", run: async () => {} })).toThrow(/kebab-case/);
   });
 
   it("runs checks, records expected/actual, and turns unexpected errors into failures", async () => {
@@ -63,11 +66,27 @@ describe("conformance framework", () => {
   });
 
   it("keeps the note a passing check resolves with, in the row, the JSON and the JUnit output", async () => {
-    const noted = defineCheck<unknown>({ id: "tries-inputs", section: "§0", title: "Tries inputs.", run: async () => "100 inputs" });
+    const noted = defineCheck<unknown>({ id: "tries-inputs", section: "§0", title: "Tries inputs.", scenario: "inputs", run: async () => "100 inputs" });
     const report = await runChecks("demo", "memory", [noted], {});
     expect(report.results[0]).toMatchObject({ status: "passed", note: "100 inputs" });
     expect(formatResult(report.results[0]!)).toMatch(/^PASS {2}tries-inputs .*§0 {2}\(100 inputs\)$/);
     expect(toJUnitXml(report)).toContain("<system-out><![CDATA[100 inputs]]></system-out>");
+  });
+
+  it("stops the run at a SetupError and hands it to the caller", async () => {
+    const ran: string[] = [];
+    const stops = defineCheck<unknown>({
+      id: "setup-is-wrong",
+      section: "§0",
+      title: "Stops.",
+      scenario: "setup",
+      run: async () => {
+        throw new SetupError("the implementation is not reachable");
+      },
+    });
+    const after = defineCheck<unknown>({ id: "never-runs", section: "§0", title: "Never runs.", scenario: "setup", run: async () => void ran.push("after") });
+    await expect(runChecks("demo", "memory", [stops, after], {})).rejects.toThrow(SetupError);
+    expect(ran).toEqual([]);
   });
 
   it("compares failures with an expected-failures entry both ways", async () => {

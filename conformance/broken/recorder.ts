@@ -1,0 +1,71 @@
+// A plain, one-transaction-per-outcome recorder of attempt outcomes, with the faults the broken
+// servers need as options. It replaces the reference server's `record` part (src/server/delivery);
+// without options it follows D7 like the reference does.
+import type { DeliveryParts, Outcome, PartsContext, Recorded } from "../../src/server/delivery/index.js";
+
+export interface RecorderFaults {
+  /** A 2xx does not reset the counter. */
+  noReset?: boolean;
+  /** The counter is the failing event's own attempt number, not the webhook's run of failures. */
+  perEvent?: boolean;
+  /** Disabling cancels nothing, and failures go on being retried. */
+  keepsDeliveringAfterDisable?: boolean;
+  /** The counter a failure adds 1 to, read elsewhere (e.g. when the attempt was claimed). */
+  counterOf?: (attemptId: string) => number | undefined;
+}
+
+export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): DeliveryParts["record"] {
+  const { db, rules, owner } = ctx;
+  const one = (o: Outcome) =>
+    db.transaction<Recorded>(async (tx) => {
+      const state = o.cancelled ? "cancelled" : o.ok ? "succeeded" : "failed";
+      const { rows } = await tx.query<{ event_id: string; webhook_id: string; attempt: number }>(
+        `UPDATE attempts SET state = $2, status = $3, error = $4, finished_at = $5, claimed_by = NULL, recorded_seq = nextval('outcome_order')
+         WHERE id = $1 AND state = 'in_flight' AND claimed_by = $6 RETURNING event_id, webhook_id, attempt`,
+        [o.attemptId, state, o.status ?? null, o.error ?? null, o.endedAt, owner],
+      );
+      const a = rows[0];
+      if (!a) return "stale";
+      if (o.cancelled) return "cancelled";
+      const { rows: webhooks } = await tx.query<{ status: string; consecutive_failures: number; client_id: string }>(
+        "SELECT status, consecutive_failures, client_id FROM webhooks WHERE id = $1 FOR UPDATE",
+        [a.webhook_id],
+      );
+      const w = webhooks[0]!;
+      const enabled = w.status === "enabled";
+      if (!enabled && !faults.keepsDeliveringAfterDisable) return o.ok ? "succeeded" : "failed";
+      if (o.ok) {
+        if (!faults.noReset) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+        return "succeeded";
+      }
+      const counter = faults.perEvent ? a.attempt : (faults.counterOf?.(o.attemptId) ?? w.consecutive_failures) + 1;
+      await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE id = $1", [a.webhook_id, counter]);
+      const retry = () =>
+        o.retryAt === undefined
+          ? Promise.resolve()
+          : tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
+              a.event_id,
+              a.webhook_id,
+              a.attempt + 1,
+              o.retryAt,
+            ]);
+      if (enabled && counter >= rules.disableAfterConsecutiveFailures) {
+        await tx.query("UPDATE webhooks SET status = 'disabled' WHERE id = $1", [a.webhook_id]);
+        if (faults.keepsDeliveringAfterDisable) await retry();
+        else await tx.query("UPDATE attempts SET state = 'cancelled' WHERE webhook_id = $1 AND state = 'pending'", [a.webhook_id]);
+        await tx.query("INSERT INTO notifications (webhook_id, client_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [
+          a.webhook_id,
+          w.client_id,
+          o.endedAt,
+        ]);
+        return "disabled";
+      }
+      await retry();
+      return "failed";
+    });
+  return async (outcomes) => {
+    const recorded: Recorded[] = [];
+    for (const o of outcomes) recorded.push(await one(o));
+    return recorded;
+  };
+}

@@ -1,0 +1,29 @@
+// The disable e-mails the suite's SMTP sink caught, decoded (MIME, quoted-printable, base64), and
+// attributed to the webhook they name (D26), so that one scenario's e-mail is never counted for another.
+import PostalMime from "postal-mime";
+import type { CapturedMail } from "../harness/smtp-sink.js";
+
+export interface DisableMailSeen {
+  to: string[];
+  subject: string;
+  /** Header names in lower case; the last value of a repeated one. */
+  headers: Record<string, string>;
+  /** The text/plain body, decoded. */
+  text: string;
+}
+
+export async function decodeMail(mail: CapturedMail): Promise<DisableMailSeen> {
+  const parsed = await PostalMime.parse(mail.raw);
+  return {
+    to: mail.to,
+    subject: parsed.subject ?? "",
+    headers: Object.fromEntries(parsed.headers.map((h) => [h.key, h.value])),
+    text: parsed.text ?? "",
+  };
+}
+
+/** Whether an e-mail names the webhook anywhere: subject, a header or the text. */
+export function namesWebhook(mail: DisableMailSeen, webhookID: string): boolean {
+  const word = new RegExp(`(^|[^0-9])${webhookID}([^0-9]|$)`);
+  return word.test(mail.subject) || Object.values(mail.headers).some((v) => word.test(v)) || word.test(mail.text);
+}

@@ -1,0 +1,55 @@
+// Legal timings of the reference server, other than its default, that prove the suite's verdicts do
+// not depend on when an implementation makes an attempt (docs/implementing-a-server.md): each is a
+// replaced `timing` part (src/server/delivery/parts.ts), never a branch in the product.
+import { loadConformanceRules } from "../../src/spec.js";
+import type { Timing } from "../../src/server/delivery/index.js";
+
+export interface ReferenceTiming {
+  id: string;
+  /** The clock it is certified with. */
+  clock: "virtual" | "scaled";
+  description: string;
+  /** A fresh timing for one server. */
+  timing(): Timing;
+  /** Real ms an unanswered attempt is given under a virtual clock (within x-conformance's bounds). */
+  virtualAttemptTimeoutMs?: number;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export const referenceTimings: ReferenceTiming[] = [
+  {
+    id: "lazy",
+    clock: "virtual",
+    description: "attempts are made only inside the control API's advance (the reference server's default)",
+    timing: () => ({}),
+    virtualAttemptTimeoutMs: 1000,
+  },
+  {
+    id: "eager",
+    clock: "virtual",
+    description: "an attempt due now is made, and its outcome recorded, before the trigger or request that caused it answers",
+    timing: () => ({ queued: (makeDue) => makeDue() }),
+    virtualAttemptTimeoutMs: 500,
+  },
+  {
+    id: "background",
+    clock: "virtual",
+    description: "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered",
+    timing: () => ({
+      queued(makeDue) {
+        setTimeout(() => void makeDue().catch(() => undefined), Math.random() * 20);
+      },
+    }),
+    virtualAttemptTimeoutMs: 2000,
+  },
+  {
+    id: "jitter",
+    clock: "scaled",
+    description: "each attempt is made a random 0 to a third of D25's fixed late allowance after it is due (0-50 ms)",
+    timing: () => {
+      const maxMs = loadConformanceRules().scaledClock.tolerance.lateRealMs / 3;
+      return { beforeAttempt: () => sleep(Math.random() * maxMs) };
+    },
+  },
+];

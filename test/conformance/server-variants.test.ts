@@ -1,0 +1,35 @@
+// Proof that every server check can fail: each broken variant of the reference server
+// (conformance/broken/servers.ts) fails exactly the checks listed for it in the expected-failures file,
+// and that file names a variant for every check. (Its own file, so that it runs beside the others.)
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { brokenServers } from "../../conformance/broken/servers.js";
+import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
+import { formatResult } from "../../conformance/framework/report.js";
+import { serverChecks } from "../../conformance/server/checks.js";
+import { certifyReference } from "../../conformance/server/reference.js";
+import { killersByCheck } from "../../scripts/server-check-table.js";
+import { packageRoot } from "../../src/paths.js";
+
+const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/server-expected-failures.json"));
+
+describe("broken servers", () => {
+  it("lists every broken server in the expected-failures file, and nothing else", () => {
+    expect(Object.keys(expected.variants).sort()).toEqual(brokenServers.map((b) => b.id).sort());
+  });
+
+  it("names only existing checks there, and a broken server that fails each check", () => {
+    const ids = new Set(serverChecks.map((c) => c.id));
+    const named = Object.values(expected.variants).flatMap((v) => v.fails);
+    expect(named.filter((id) => !ids.has(id))).toEqual([]);
+    const unkilled = [...killersByCheck()].filter(([, killers]) => killers.length === 0).map(([id]) => id);
+    expect(unkilled, "checks that no broken server fails: add a variant that proves each can fail").toEqual([]);
+  });
+
+  it.each(brokenServers.map((b) => [b.id, b] as const))("catches the broken server %s with exactly the checks listed for it", async (id, variant) => {
+    const report = await certifyReference({ kind: "virtual" }, { variant });
+    const comparison = compareWithExpected(report, expected.variants[id]!.fails);
+    expect(comparison, report.results.filter((r) => r.status === "failed").map(formatResult).join("\n")).toEqual({ unexpected: [], stale: [] });
+    expect(expected.variants[id]!.fails.length).toBeGreaterThan(0);
+  });
+});
