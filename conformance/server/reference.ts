@@ -1,6 +1,7 @@
 // Certifies the package's reference server in this process, optionally as one of the broken variants:
 // what the proof tests and the benchmark run.
 import { loadConfig, startServer } from "../../src/server/index.js";
+import type { Db } from "../../src/server/store.js";
 import type { BrokenServer } from "../broken/servers.js";
 import type { RunOptions, SuiteReport } from "../framework/check.js";
 import type { ClockSetting } from "./clock.js";
@@ -13,6 +14,15 @@ export interface ReferenceOptions {
   /** Another legal timing (conformance/server/timings.ts). */
   timing?: ReferenceTiming;
   databaseUrl?: string;
+  /** An open database, emptied first (runs one after another need not start a database each). */
+  db?: Db;
+}
+
+/** The database with no rows left from an earlier run (the schema stays; migrations are idempotent). */
+async function emptied(db: Db): Promise<Db> {
+  const { rows } = await db.query<{ tablename: string }>("SELECT tablename FROM pg_tables WHERE schemaname = 'public'");
+  if (rows.length) await db.query(`TRUNCATE ${rows.map((r) => r.tablename).join(", ")}`);
+  return db;
 }
 
 export async function certifyReference(clock: ClockSetting, options: ReferenceOptions = {}, run: RunOptions = {}): Promise<SuiteReport> {
@@ -31,6 +41,7 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
           conformance: true,
           allowPrivateWebhooks: true,
           databaseUrl: options.databaseUrl,
+          ...(options.db ? { db: await emptied(options.db) } : {}),
           clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },
           smtpUrl: env.smtpUrl,
           webhookCa: env.caCert,

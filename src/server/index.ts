@@ -21,6 +21,8 @@ export interface ServerOptions {
   config?: ServerConfig;
   /** PostgreSQL connection string; without it the embedded database is used. */
   databaseUrl?: string;
+  /** An open database to use instead, left open by close() (tests that run many servers one after another). */
+  db?: Db;
   /** Folder of the embedded database; without it, memory only. */
   dataDir?: string;
   clock?: { mode: ClockMode; scale?: number; start?: number };
@@ -56,7 +58,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const rules = options.rules ? options.rules(loadDeliveryRules()) : loadDeliveryRules();
   const config = options.config ?? loadConfig();
   const log = options.log ?? ((m: string) => process.stderr.write(`${m}\n`));
-  const db = options.databaseUrl ? await openPostgres(options.databaseUrl) : await openEmbedded(options.dataDir);
+  const db = options.db ?? (options.databaseUrl ? await openPostgres(options.databaseUrl) : await openEmbedded(options.dataDir));
   await migrate(db);
   const clockSetting = options.clock ?? { mode: "real" as const };
   const clock = createClock(clockSetting.mode, clockSetting);
@@ -135,7 +137,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await app.close();
     await dispatcher.close();
     transport?.close();
-    await db.close();
+    if (!options.db) await db.close();
   };
   try {
     await app.listen({ host, port: options.port ?? 0 });

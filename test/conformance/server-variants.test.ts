@@ -2,7 +2,7 @@
 // (conformance/broken/servers.ts) fails exactly the checks listed for it in the expected-failures file,
 // and that file names a variant for every check. (Its own file, so that it runs beside the others.)
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokenServers } from "../../conformance/broken/servers.js";
 import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
 import { formatResult } from "../../conformance/framework/report.js";
@@ -10,10 +10,18 @@ import { serverChecks } from "../../conformance/server/checks.js";
 import { certifyReference } from "../../conformance/server/reference.js";
 import { killersByCheck } from "../../scripts/server-check-table.js";
 import { packageRoot } from "../../src/paths.js";
+import { openEmbedded, type Db } from "../../src/server/store.js";
 
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/server-expected-failures.json"));
 
 describe("broken servers", () => {
+  // One embedded database for every run, emptied before each: starting one takes seconds.
+  let db: Db;
+  beforeAll(async () => {
+    db = await openEmbedded();
+  });
+  afterAll(async () => db.close());
+
   it("lists every broken server in the expected-failures file, and nothing else", () => {
     expect(Object.keys(expected.variants).sort()).toEqual(brokenServers.map((b) => b.id).sort());
   });
@@ -27,7 +35,7 @@ describe("broken servers", () => {
   });
 
   it.each(brokenServers.map((b) => [b.id, b] as const))("catches the broken server %s with exactly the checks listed for it", async (id, variant) => {
-    const report = await certifyReference({ kind: "virtual" }, { variant });
+    const report = await certifyReference({ kind: "virtual" }, { variant, db });
     const comparison = compareWithExpected(report, expected.variants[id]!.fails);
     expect(comparison, report.results.filter((r) => r.status === "failed").map(formatResult).join("\n")).toEqual({ unexpected: [], stale: [] });
     expect(expected.variants[id]!.fails.length).toBeGreaterThan(0);

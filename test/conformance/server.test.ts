@@ -1,7 +1,7 @@
 // Proof that the server certification certifies: the reference server passes every check in each legal
 // timing (conformance/server/timings.ts), on both storage back-ends; a wait 20% short is told apart from
 // the tolerance band. The broken servers are in server-variants.test.ts.
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokenServers } from "../../conformance/broken/servers.js";
 import { formatResult } from "../../conformance/framework/report.js";
 import type { SuiteReport } from "../../conformance/framework/check.js";
@@ -9,6 +9,7 @@ import type { ClockSetting } from "../../conformance/server/clock.js";
 import { certifyReference } from "../../conformance/server/reference.js";
 import { referenceTimings } from "../../conformance/server/timings.js";
 import { postgresBinDir, startTestPostgres } from "../../scripts/postgres.js";
+import { openEmbedded, type Db } from "../../src/server/store.js";
 
 const notPassed = (report: SuiteReport) => report.results.filter((r) => r.status !== "passed").map(formatResult);
 
@@ -17,7 +18,14 @@ const notPassed = (report: SuiteReport) => report.results.filter((r) => r.status
 const scaled = (factor: number): ClockSetting => ({ kind: "scaled", factor });
 
 describe("server certification", () => {
-  it("certifies the reference server in virtual time", async () => {
+  // One embedded database for the runs below, emptied before each (the first run starts its own).
+  let db: Db;
+  beforeAll(async () => {
+    db = await openEmbedded();
+  });
+  afterAll(async () => db.close());
+
+  it("certifies the reference server in virtual time, starting its own database", async () => {
     expect(notPassed(await certifyReference({ kind: "virtual" }))).toEqual([]);
   });
 
@@ -34,13 +42,13 @@ describe("server certification", () => {
   describe.each(referenceTimings.filter((t) => t.id !== "lazy"))("in the $id timing ($clock clock)", (timing) => {
     it.each([1, 2])("certifies the reference server, run %i", async () => {
       const clock = timing.clock === "virtual" ? ({ kind: "virtual" } as const) : scaled(3e-5);
-      expect(notPassed(await certifyReference(clock, { timing }))).toEqual([]);
+      expect(notPassed(await certifyReference(clock, { timing, db }))).toEqual([]);
     }, 120_000);
   });
 
   it("catches a server that waits 20% short in scaled time, within the tolerance bands", async () => {
     const variant = brokenServers.find((b) => b.id === "waits-20-percent-short")!;
-    const report = await certifyReference(scaled(1e-4), { variant }, { only: ["retry-waits-follow-schedule"] });
+    const report = await certifyReference(scaled(1e-4), { variant, db }, { only: ["retry-waits-follow-schedule"] });
     expect(report.results.find((r) => r.id === "retry-waits-follow-schedule")?.status).toBe("failed");
   }, 120_000);
 
