@@ -78,8 +78,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // A bounded pool per receiver: a burst of events reuses connections instead of opening one each.
   // Extra CAs are added to the public ones, which stay trusted. Connecting (DNS, TCP, TLS) has the
   // attempt timeout too, and every name the connection resolves is checked against the policy (D22).
+  const connectionsPerOrigin = 32;
   const dispatcher = new Agent({
-    connections: 32,
+    connections: connectionsPerOrigin,
     connect: {
       timeout: timeoutMs,
       lookup: addresses.lookup,
@@ -99,6 +100,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       owner,
       leaseMs,
       dispatcher,
+      connectionsPerOrigin,
       attemptTimeoutRealMs: timeoutMs,
       addressPolicy: addresses,
       transport: async (mail) => {
