@@ -49,9 +49,15 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
       return status;
     });
   },
-  "answers-after-timeout": (secret, { delayMs }) =>
-    receiver(secret, async (_body, _signature, correct) => {
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
+  // Slow only on its first delivery (a cold start): one late answer must be enough to fail.
+  "answers-after-timeout": (secret, { delayMs }) => {
+    let first = true;
+    return receiver(secret, async (_body, _signature, correct) => {
+      if (first) {
+        first = false;
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
       return correct();
-    }),
+    });
+  },
 };

@@ -168,8 +168,13 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "answers-within-attempt-timeout",
     section: "§6, D6",
     title: "Every delivery is answered within the attempt timeout.",
-    scenario: "times every delivery of the checks run before it",
+    scenario: "times every delivery of the checks run before it (run alone: one valid delivery of its own)",
     async run(ctx) {
+      // With --only this check has nothing to time: a check that cannot fail would certify nothing.
+      if (ctx.latencies.length === 0) {
+        const v = vector("compact-envelope");
+        expectAnswers({ delivery: await ctx.send(v.body, signPayload(v.body, ctx.options.secret)) });
+      }
       const slowest = Math.max(0, ...ctx.latencies);
       expectThat(slowest <= ctx.timeoutMs, "an answer came after the attempt timeout", `<= ${ctx.timeoutMs} ms`, `${Math.round(slowest)} ms`);
     },

@@ -16,6 +16,9 @@ import { packageRoot } from "../../src/paths.js";
 
 const secret = "whsec-partner-receiver-0123456789";
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/receiver-expected-failures.json"));
+// A short attempt timeout keeps the slow receiver's run short; the other receivers answer at once, and
+// 1.5 s leaves room for a loaded machine (a first answer took 350 ms beside other work).
+const slowReceiver = { timeoutMs: 1500, delayMs: 2000 };
 const failures = (report: Awaited<ReturnType<typeof certifyReceiver>>) => report.results.filter((r) => r.status !== "passed").map(formatResult);
 
 async function urlOf(server: Server, pathname: string): Promise<string> {
@@ -52,13 +55,26 @@ describe("receiver certification", () => {
     }
   });
 
+  it("times a delivery of its own when the timeout check runs alone", async () => {
+    const only = ["answers-within-attempt-timeout"];
+    const slow = await certifyHandler(brokenReceivers["answers-after-timeout"]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs }, { only });
+    const ran = (report: Awaited<ReturnType<typeof certifyReceiver>>) => report.results.filter((r) => r.status !== "skipped").map((r) => [r.id, r.status]);
+    expect(ran(slow)).toEqual([["answers-within-attempt-timeout", "failed"]]);
+    const server = createNodeReceiver(secret, () => undefined).listen(0, "127.0.0.1");
+    try {
+      const fast = await certifyReceiver({ url: await urlOf(server, "/"), secret }, { only });
+      expect(ran(fast)).toEqual([["answers-within-attempt-timeout", "passed"]]);
+    } finally {
+      server.close();
+    }
+  });
+
   it("lists every broken receiver in the expected-failures file, and nothing else", () => {
     expect(Object.keys(expected.variants).sort()).toEqual(Object.keys(brokenReceivers).sort());
   });
 
   it.each(Object.keys(brokenReceivers).map((id) => [id] as const))("catches the broken receiver %s with the checks that name its fault", async (id) => {
-    // A short attempt timeout keeps the slow receiver's run short: it answers after 400 ms, past 250 ms.
-    const report = await certifyHandler(brokenReceivers[id]!(secret, { delayMs: 400 }), { secret, timeoutMs: 250 });
+    const report = await certifyHandler(brokenReceivers[id]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs });
     const fails = expected.variants[id]!.fails;
     expect(compareWithExpected(report, fails), failures(report).join("\n")).toEqual({ unexpected: [], stale: [] });
     expect(fails.length).toBeGreaterThan(0);
