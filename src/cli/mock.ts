@@ -81,7 +81,7 @@ export function banner(origin: string): string {
     `  TOKEN=$(curl -s -X POST ${origin}/oauth2/token ${form} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')`,
     `  curl -s -H "Authorization: Bearer $TOKEN" "${origin}/api/v2/businesses/search?category_id=${categoryId}&zip=${zip}"`,
     ``,
-    `Prism checks that credentials are present and that requests match the schema; it does not check a token's validity or scopes.`,
+    `Prism checks that credentials are present and that requests match the schema, except members a body must not have (D16); it does not check a token's validity or scopes.`,
     `Pick another documented answer with "Prefer: code=429" (or "Prefer: code=403, example=insufficient-scope"). Ctrl-C stops it.`,
   ].join("\n");
 }
