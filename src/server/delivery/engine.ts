@@ -109,20 +109,26 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   function record(outcome: Outcome): Promise<Recorded> {
     return new Promise((resolve, reject) => {
       unrecorded.push({ outcome, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) });
-      recording ??= flush().finally(() => (recording = undefined));
+      recording ??= flush();
     });
   }
 
   async function flush(): Promise<void> {
-    while (unrecorded.length > 0) {
-      const batch = unrecorded.splice(0, 500);
-      try {
-        const results = await parts.record(batch.map((b) => b.outcome));
-        batch.forEach((b, i) => b.done(results[i]!));
-      } catch (error) {
-        // Not recorded: the attempts stay claimed and are made again after their lease (at-least-once).
-        batch.forEach((b) => b.done(error as Error));
+    try {
+      while (unrecorded.length > 0) {
+        const batch = unrecorded.splice(0, 500);
+        try {
+          const results = await parts.record(batch.map((b) => b.outcome));
+          batch.forEach((b, i) => b.done(results[i]!));
+        } catch (error) {
+          // Not recorded: the attempts stay claimed and are made again after their lease (at-least-once).
+          batch.forEach((b) => b.done(error as Error));
+        }
       }
+    } finally {
+      // Cleared in the same tick as the last emptiness check: an outcome queued a tick later (as a
+      // .finally() would clear it) would find a flush that has ended, and wait forever.
+      recording = undefined;
     }
   }
 
