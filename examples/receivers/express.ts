@@ -8,6 +8,7 @@ export function createExpressReceiver(secret: string, onEvent: (event: WebhookEv
   const seen = new Set<string>(); // use a database in production: the id is the idempotency key
   const app = express();
   // Raw bytes on this route only; the rest of an app can keep express.json().
+  // docs:raw-body:start
   app.post("/webhooks/partner-platform", express.raw({ type: "application/json", limit: "1mb" }), (req, res) => {
     // Another content type leaves req.body unset; verifyDelivery then answers 415.
     const rawBody: Buffer = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
@@ -16,6 +17,7 @@ export function createExpressReceiver(secret: string, onEvent: (event: WebhookEv
       res.status(result.problem.status).type("application/problem+json").send(JSON.stringify(result.problem));
       return;
     }
+    // docs:raw-body:end
     if (!seen.has(result.event.id)) {
       seen.add(result.event.id);
       onEvent(result.event);

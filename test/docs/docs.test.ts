@@ -2,7 +2,7 @@
 // offline in headless Chromium, every operation and every event on its own page, and no request
 // leaving the machine, not even the usage telemetry Redoc sends a few seconds after a click.
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
@@ -11,6 +11,7 @@ import { parse as parseYaml } from "yaml";
 import { chromiumPath, hasChromium, launchChromium, refuseNetwork } from "../../scripts/chromium.js";
 import { packageRoot, specPaths } from "../../src/paths.js";
 import { eventNames, loadDeliveryRules } from "../../src/spec.js";
+import { duration, guidesDir, receiverTabs } from "../../scripts/guides.js";
 
 const available = hasChromium();
 const ci = !["", "0", "false"].includes(process.env.CI ?? "");
@@ -78,6 +79,52 @@ describe.runIf(available)("generated/docs/index.html", () => {
     }
   });
 
+  it("opens on the guides: every heading of spec/guides/ on the page, each guide in the sidebar", async () => {
+    await page.goto(url);
+    const headings = readdirSync(guidesDir)
+      .filter((f) => f.endsWith(".md"))
+      .sort()
+      .flatMap((f) => [...readFileSync(path.join(guidesDir, f), "utf8").matchAll(/^(#{1,3}) (.+)$/gm)].map((m) => ({ level: m[1]!.length, text: m[2]! })));
+    expect(headings.map((h) => h.text)).toEqual(expect.arrayContaining(["Getting started", "Receiving webhooks"]));
+    // Redoc shifts heading levels: any heading element with the text counts.
+    for (const h of headings) await page.locator("h1, h2, h3, h4").filter({ hasText: h.text }).first().waitFor();
+    const menu = await page.locator('[data-component-name="Menu/MenuItem"]').allInnerTexts();
+    for (const h of headings.filter((x) => x.level === 1)) expect(menu).toContain(h.text);
+  });
+
+  it("shows one tab per language, each with the verify function and raw-body lines of its tested example", async () => {
+    await page.goto(url);
+    const tabs = receiverTabs();
+    expect(tabs.map((t) => t.language)).toEqual(["Python", "Go", "Ruby", "PHP", "Java", "Node.js"]);
+    for (const tab of tabs) {
+      await page.locator(".pp-tabs > label").filter({ hasText: new RegExp(`^${tab.language.replace(".", "\\.")}$`) }).click();
+      const visible = page.locator(".pp-tabs > .pp-panel:visible");
+      expect(await visible.count(), tab.language).toBe(1);
+      expect(await visible.getAttribute("data-language")).toBe(tab.language);
+      const text = await visible.innerText();
+      // Each snippet is on the page line for line, as cut from the example file.
+      for (const snippet of [tab.verify, ...tab.rawBody].filter((x) => x !== undefined)) {
+        for (const line of snippet.code.split("\n").filter((l) => l.trim())) expect(text, `${tab.language}: ${snippet.source}`).toContain(line.trim());
+      }
+    }
+  });
+
+  it("draws the retry and disable schedule from x-delivery", async () => {
+    await page.goto(url);
+    const { retryWaitsSeconds, disableAfterConsecutiveFailures } = loadDeliveryRules();
+    const svg = page.locator("svg.pp-timeline");
+    await svg.waitFor();
+    const text = await svg.locator("text").allTextContents();
+    expect(text).toContain("attempt 1");
+    for (const [i, wait] of retryWaitsSeconds.entries()) {
+      expect(text).toContain(`attempt ${i + 2}`);
+      expect(text).toContain(`+${duration(wait)}`);
+    }
+    expect(text).toEqual(expect.arrayContaining(["+1 min", "+5 min", "+30 min", "+2 h", "+24 h", "disabled, one e-mail"]));
+    expect(text).toContain(`after ${disableAfterConsecutiveFailures} failures in a row`);
+    expect((await svg.boundingBox())!.height).toBeGreaterThan(200);
+  });
+
   it("lists the operations and events in the sidebar, and sends nothing anywhere after clicking through it", async () => {
     await page.goto(url);
     const items = page.locator('[data-component-name="Menu/MenuItem"]');
@@ -85,7 +132,8 @@ describe.runIf(available)("generated/docs/index.html", () => {
     const byTag = new Map<string, Json[]>();
     for (const { op } of [...operations, ...webhooks]) byTag.set(op.tags[0], [...(byTag.get(op.tags[0]) ?? []), op]);
     for (const [tag, ops] of byTag) {
-      await items.filter({ hasText: tag }).first().click();
+      // Exact text: the guide "Receiving webhooks" also contains "Webhooks".
+      await items.filter({ hasText: new RegExp(`^\\s*${tag}\\s*$`) }).first().click();
       for (const op of ops) await items.filter({ hasText: op.summary as string }).first().waitFor();
     }
     // Redoc batches telemetry for ~5 s: run the page's timers well past that before looking.

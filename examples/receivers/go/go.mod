@@ -1,0 +1,3 @@
+module example.com/partner-platform-receiver
+
+go 1.19
