@@ -1,9 +1,11 @@
 // The package as a user installs it: the built CLI binary and the `exports` entry point.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { connect } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../scripts/free-port.js";
 import { packageRoot } from "../src/paths.js";
 
 const run = promisify(execFile);
@@ -38,3 +40,54 @@ describe("built package", () => {
     expect((result as { stderr: string }).stderr.split("\n")[0]).toMatch(/unknown command 'frobnicate'/);
   });
 });
+
+/** Whether something accepts connections on 127.0.0.1:port. */
+const listening = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+
+async function until(what: string, condition: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+// The README's way of running the mock and the server in the background in CI: `command &`, then
+// `kill $!`, which signals npm (or npx), not the command. The command must stop all the same.
+describe("started in the background by npm or npx, as CI does", () => {
+  const readme = readFileSync(path.join(packageRoot, "README.md"), "utf8");
+  const documented = /^(npm start -- --port) \d+ &$/m.exec(readme)?.[1];
+
+  it.each([
+    ["npm start (the mock)", () => `${documented} PORT`],
+    ["npx partner-platform serve", () => "npx partner-platform serve --port PORT"],
+  ])("%s stops when npm is killed", async (_name, line) => {
+    expect(documented, "the README's background line").toBeDefined();
+    const port = await freePort();
+    // `$!` is the npm process: killing it is what `kill $!` does.
+    const script = `${line().replace("PORT", String(port))} > /dev/null 2>&1 &\necho $!\nwait`;
+    // A process group of its own, so that whatever a failing run leaves behind can be ended.
+    const shell = spawn("bash", ["-c", script], { cwd: packageRoot, stdio: ["ignore", "pipe", "inherit"], detached: true });
+    const npmPid = Number(await new Promise<string>((resolve) => shell.stdout.once("data", (d: Buffer) => resolve(d.toString()))));
+    try {
+      await until(`port ${port} listens`, () => listening(port), 60_000);
+      process.kill(npmPid, "SIGTERM");
+      await until(`port ${port} is free again`, async () => !(await listening(port)), 30_000);
+    } finally {
+      try {
+        process.kill(-shell.pid!, "SIGKILL");
+      } catch {
+        // Already gone: the command stopped as it should.
+      }
+    }
+  }, 120_000);
+});
+

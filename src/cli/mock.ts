@@ -9,6 +9,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { parse as parseYaml } from "yaml";
 import { packageRoot, specPaths } from "../paths.js";
 import { generatedSpecHash, specHash } from "../spec-hash.js";
+import { onStop } from "./lifetime.js";
 
 /**
  * A checkout can rebuild generated/: it has the generator and is not an installed copy under
@@ -126,8 +127,7 @@ export async function runMock(options: { host: string; port: number }): Promise<
   };
   // Left installed until the process ends: a second Ctrl-C (or one relayed by a wrapper such as the tsx
   // CLI) must not find the process without a listener, which would end it with status 130.
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
+  onStop(stop);
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
     prism.once("exit", (c, s) => resolve([c, s])),
   );

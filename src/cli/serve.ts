@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseClockMode } from "../server/clock.js";
 import { loadConfig, startServer } from "../server/index.js";
+import { untilStopped } from "./lifetime.js";
 
 interface ServeFlags {
   host: string;
@@ -66,10 +67,7 @@ export function serveCommand(): Command {
       process.stdout.write(
         `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n`,
       );
-      await new Promise<void>((resolve) => {
-        process.once("SIGINT", resolve);
-        process.once("SIGTERM", resolve);
-      });
+      await untilStopped();
       await server.close();
     });
 }
