@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
+import semver from "semver";
 import { beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../scripts/free-port.js";
 import { packageRoot } from "../src/paths.js";
@@ -89,5 +90,28 @@ describe("started in the background by npm or npx, as CI does", () => {
       }
     }
   }, 120_000);
+});
+
+// `npm install --engine-strict` on every Node the package supports: no package it runs with may
+// declare an engine that excludes one (fastify's light-my-request 6.8 pulls cookie 2, Node >= 22 only,
+// so light-my-request is pinned to 6.6, which takes cookie 1 and which fastify's ^6 accepts).
+describe("engines", () => {
+  const lock = JSON.parse(readFileSync(path.join(packageRoot, "package-lock.json"), "utf8")) as {
+    packages: Record<string, { version?: string; dev?: boolean; engines?: { node?: string } | string[] }>;
+  };
+  const supported = ["20.19.0", "22.13.0", "24.0.0"];
+
+  it("declares Node 20.19 or later", () => {
+    expect((pkg as unknown as { engines: { node: string } }).engines.node).toBe(">=20.19");
+  });
+
+  it("installs nothing at run time that refuses a supported Node", () => {
+    const refusing = Object.entries(lock.packages).flatMap(([where, p]) => {
+      const range = !p.dev && p.engines && !Array.isArray(p.engines) ? p.engines.node : undefined;
+      const refused = range ? supported.filter((v) => !semver.satisfies(v, range)) : [];
+      return refused.length ? [`${where}@${p.version} (node ${range}) refuses ${refused.join(", ")}`] : [];
+    });
+    expect(refusing).toEqual([]);
+  });
 });
 
