@@ -16,6 +16,7 @@ export {
   type ReceiveResult,
   type ReceiverProblem,
 } from "./receiver.js";
+export { buildEnvelope, deliver, type DeliverOptions, type DeliveryOutcome, type EnvelopeOptions } from "./sender.js";
 export { signPayload, verifySignature, type Payload, type VerifyResult, type VerifyFailure } from "./signing.js";
 export { loadDeliveryRules, eventNames, type DeliveryRules, type EventName } from "./spec.js";
 export type { paths, webhooks, components, operations } from "../generated/types/api.js";

@@ -1,6 +1,6 @@
 // The package as a user installs it: the built CLI binary and the `exports` entry point.
 import { execFile, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -31,6 +31,40 @@ describe("built package", () => {
     for (const name of ["createPartnerClient", "parseEvent", "signPayload", "verifySignature", "loadDeliveryRules"]) {
       expect(typeof lib[name], name).toBe("function");
     }
+  });
+
+  // Every import the README, the guides and the examples show, resolved as a user's code resolves it:
+  // through the package's own name and its `exports` (Node's self-reference), to the built files.
+  it("resolves every import the README, docs and examples show, with every name they import", async () => {
+    const files = ["README.md", "docs/implementing-a-server.md", ...["spec/guides", "examples/receivers"].flatMap((dir) =>
+      readdirSync(path.join(packageRoot, dir)).filter((f) => /\.(md|ts)$/.test(f)).map((f) => `${dir}/${f}`),
+    )];
+    const shown = files.flatMap((file) =>
+      [...readFileSync(path.join(packageRoot, file), "utf8").matchAll(/import\s+(\{[^}]*\}|\w+)\s+from\s+"(partner-platform(?:\/[^"]*)?)"(\s+with\s+\{\s*type:\s*"json"\s*\})?/g)].map(
+        (m) => ({ file, clause: m[1]!, specifier: m[2]!, json: Boolean(m[3]) }),
+      ),
+    );
+    expect(shown.map((s) => s.specifier)).toEqual(expect.arrayContaining(["partner-platform", "partner-platform/conformance/vectors/signing.json"]));
+    const wanted = shown.map(({ file, clause, specifier, json }) => ({
+      what: `${file}: from "${specifier}"`,
+      specifier,
+      json,
+      names: clause.startsWith("{")
+        ? clause.slice(1, -1).split(",").map((n) => n.trim()).filter((n) => n && !n.startsWith("type ")).map((n) => n.split(/\s+as\s+/)[0]!)
+        : ["default"],
+    }));
+    // In a Node process of its own (vitest resolves "partner-platform" to src/ by an alias).
+    const script = `
+      const missing = [];
+      for (const w of ${JSON.stringify(wanted)}) {
+        try {
+          const m = await (w.json ? import(w.specifier, { with: { type: "json" } }) : import(w.specifier));
+          for (const name of w.names) if (m[name] === undefined) missing.push(w.what + ": no " + name);
+        } catch (e) { missing.push(w.what + ": " + e.code); }
+      }
+      console.log(JSON.stringify(missing));`;
+    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script], { cwd: packageRoot });
+    expect(JSON.parse(stdout)).toEqual([]);
   });
 
   it("answers an unknown command with one line and a non-zero exit", async () => {
