@@ -1,0 +1,130 @@
+// `partner-platform compat` / `npm run compat`: the compatibility gate between a base contract (a git
+// revision or a directory) and the working tree's spec/. Policy: spec/DECISIONS.md D60.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import path from "node:path";
+import { packageRoot } from "../paths.js";
+import { compareContracts, type Consumer } from "./compare.js";
+import { CompatError, loadContract, specDirOf, type Contract } from "./contract.js";
+import { evaluate, type GateResult, type Verdict } from "./policy.js";
+
+export { CompatError, loadContract, specDirOf } from "./contract.js";
+export type { Contract } from "./contract.js";
+export { compareContracts } from "./compare.js";
+export { evaluate } from "./policy.js";
+export type { Change, Consumer } from "./compare.js";
+export type { GateResult, Verdict } from "./policy.js";
+
+export interface CompatReport extends GateResult {
+  base: string;
+}
+
+/** A folder for copies of spec/ that TypeSpec can compile: under node_modules, so its libraries resolve. */
+export function scratchDir(): string {
+  const dir = path.join(packageRoot, "node_modules", ".cache", "partner-platform-compat");
+  mkdirSync(dir, { recursive: true });
+  return mkdtempSync(path.join(dir, "spec-"));
+}
+
+const git = (cwd: string, args: string[]) => execFileSync("git", ["-C", cwd, ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+
+/**
+ * The spec folder of `--base`: a directory (holding main.tsp, or spec/main.tsp), or a git revision of the
+ * repository that holds the head's spec/, whose spec/ is extracted with `git archive`.
+ */
+export function resolveBase(base: string, headSpecDir: string): { specDir: string; cleanup: () => void } {
+  if (existsSync(base) && statSync(base).isDirectory()) return { specDir: specDirOf(path.resolve(base)), cleanup: () => {} };
+  let top: string;
+  try {
+    top = git(headSpecDir, ["rev-parse", "--show-toplevel"]);
+  } catch {
+    throw new CompatError(`--base ${base}: not a directory, and ${headSpecDir} is not in a git repository`);
+  }
+  let sha: string;
+  try {
+    sha = git(top, ["rev-parse", "--verify", "--quiet", `${base}^{commit}`]);
+  } catch {
+    const shallow = existsSync(path.join(top, ".git", "shallow")) ? " (this clone is shallow: fetch the revision, e.g. git fetch --deepen=50 or git fetch origin tag NAME)" : "";
+    throw new CompatError(`--base ${base}: neither a directory nor a git revision of ${top}${shallow}`);
+  }
+  const rel = path.relative(top, headSpecDir) || ".";
+  const dir = scratchDir();
+  try {
+    const tar = execFileSync("git", ["-C", top, "archive", "--format=tar", sha, rel], { maxBuffer: 64 * 1024 * 1024, stdio: ["ignore", "pipe", "pipe"] });
+    execFileSync("tar", ["-x", "-C", dir], { input: tar });
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    throw new CompatError(`--base ${base}: ${rel}/ does not exist at ${sha.slice(0, 12)}`);
+  }
+  return { specDir: specDirOf(path.join(dir, rel)), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export function today(): string {
+  return new Date().toISOString().slice(0, 10);
+}
+
+/** Compares two loaded contracts and applies the policy. */
+export function gate(base: Contract, head: Contract, label: string, day = today()): CompatReport {
+  return { base: label, ...evaluate(compareContracts(base, head), base.version, head.version, day) };
+}
+
+export async function runCompat(options: { base: string; head?: string; today?: string }): Promise<CompatReport> {
+  const headSpecDir = specDirOf(path.resolve(options.head ?? process.cwd()));
+  const { specDir, cleanup } = resolveBase(options.base, headSpecDir);
+  try {
+    const [base, head] = [await loadContract(specDir), await loadContract(headSpecDir)];
+    return gate(base, head, options.base, options.today);
+  } finally {
+    cleanup();
+  }
+}
+
+// --- Output --------------------------------------------------------------------------------------
+
+
+export function classOf(v: Pick<Verdict, "breaks" | "deprecation">): string {
+  if (v.deprecation) return "deprecation";
+  return v.breaks.length === 0 ? "compatible" : `breaking for ${v.breaks.join(", ")}`;
+}
+
+const where = (v: Verdict) => (v.location ? `${v.location.file}:${v.location.line}${v.location.side === "base" ? " (in the base)" : ""}` : "");
+
+export function formatText(report: CompatReport): string {
+  const lines = [`Contract ${report.headVersion} compared with ${report.base} (${report.baseVersion}): ${report.verdicts.length} change(s).`];
+  for (const v of report.verdicts) {
+    const mark = v.allowed ? "" : "NOT ALLOWED ";
+    lines.push(`${mark}[${classOf(v)}] ${v.message}${v.location ? `  (${where(v)})` : ""}`);
+    if (v.note && !v.allowed) lines.push(`    ${v.note}`);
+  }
+  const refused = report.verdicts.filter((v) => !v.allowed).length;
+  lines.push(
+    refused > 0
+      ? `FAILED: ${refused} change(s) the policy (spec/DECISIONS.md D60) does not allow.`
+      : `OK: every change is allowed. Version at least ${report.suggestedVersion} (now ${report.headVersion}).`,
+  );
+  return `${lines.join("\n")}\n`;
+}
+
+export function formatJson(report: CompatReport): string {
+  return `${JSON.stringify({ ...report, verdicts: report.verdicts.map((v) => ({ class: classOf(v), ...v })) }, null, 2)}\n`;
+}
+
+/** A CHANGELOG.md entry: the changes grouped by whom they break. */
+export function formatMarkdown(report: CompatReport, heading = `## ${report.suggestedVersion}`): string {
+  const out = [heading, "", `Compared with \`${report.base}\` (${report.baseVersion}) by \`npm run compat\`.`, ""];
+  const item = (v: Verdict) => `- ${v.message.replace(/\s+/g, " ")}${v.location ? ` (\`${where(v)}\`)` : ""}${v.allowed ? "" : " **not allowed**"}`;
+  const groups: [string, Verdict[]][] = [
+    ["Breaking for API clients", report.verdicts.filter((v) => v.breaks.includes("clients"))],
+    ["Breaking for event receivers", report.verdicts.filter((v) => v.breaks.includes("receivers"))],
+    ["Server implementations must follow (re-certify)", report.verdicts.filter((v) => v.breaks.includes("servers"))],
+    ["Deprecated", report.verdicts.filter((v) => v.deprecation)],
+    ["Compatible", report.verdicts.filter((v) => v.breaks.length === 0 && !v.deprecation && v.area !== "docs")],
+    ["Documentation", report.verdicts.filter((v) => v.area === "docs")],
+  ];
+  for (const [title, list] of groups) {
+    if (list.length === 0) continue;
+    out.push(`### ${title}`, "", ...list.map(item), "");
+  }
+  if (report.verdicts.length === 0) out.push("No change to the contract.", "");
+  return `${out.join("\n")}`;
+}
