@@ -11,7 +11,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { specHash } from "../src/spec-hash.js";
 
 const root = path.resolve(import.meta.dirname, "..");
-const specDir = path.join(root, "spec");
+const defaultSpecDir = path.join(root, "spec");
 const generatedDir = path.join(root, "generated");
 /** Folders under generated/ that other commands own (npm run docs); the drift check leaves them alone. */
 const notOwned = new Set(["docs"]);
@@ -208,8 +208,10 @@ async function typesOf(openapi: Json): Promise<string> {
  * the certification suites are built from the suites' own modules, which read generated/: pass
  * `tables: false` to build what the spec alone produces (when generated/ is not there yet).
  */
-export async function buildGenerated(options: { tables?: boolean } = {}): Promise<Files> {
+export async function buildGenerated(options: { tables?: boolean; specDir?: string } = {}): Promise<Files> {
   const out: Files = new Map();
+  // Another spec folder (a copy) is for tests that show what a change of the spec does to every artifact.
+  const specDir = options.specDir ?? defaultSpecDir;
   const tspOut = await compileTypeSpec(path.join(specDir, "main.tsp"));
   try {
     const emitted = await readTree(tspOut);
