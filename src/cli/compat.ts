@@ -22,13 +22,15 @@ export function prependEntry(changelog: string, entry: string): string {
 export function compatCommand(): Command {
   return new Command("compat")
     .description("Compare the contract in spec/ with a base (a git revision or a directory) and fail on a breaking change the policy does not allow.")
-    .requiredOption("--base <revision|dir>", "the base contract: a git revision (tag, branch, commit) or a directory holding main.tsp or spec/main.tsp")
+    .requiredOption("--base <revision|dir|auto>", "the base contract: a git revision (tag, branch, commit), a directory holding main.tsp or spec/main.tsp, or auto (the last v* tag, else the merge base with main, else HEAD's parent)")
     .option("--head <dir>", "the contract to check: a directory holding main.tsp or spec/main.tsp", ".")
     .option("--json [file]", "write the report as JSON to a file, or - for stdout")
     .option("--markdown", "print the changes as a Markdown changelog entry instead of text")
     .option("--changelog [file]", "put the Markdown entry first in a changelog file", false)
     .option("--today <date>", "the date removal dates are checked against (default: today, UTC)", isoDay)
-    .action(async (options: { base: string; head: string; json?: string | true; markdown?: boolean; changelog: string | boolean; today?: string }) => {
+    .option("--no-cache", "compile both contracts even when node_modules/.cache holds them")
+    .action(async (options: { base: string; head: string; json?: string | true; markdown?: boolean; changelog: string | boolean; today?: string; cache: boolean }) => {
+      if (!options.cache) process.env.PARTNER_PLATFORM_COMPAT_CACHE = "off";
       let report;
       try {
         report = await runCompat({ base: options.base, head: options.head, ...(options.today ? { today: options.today } : {}) });

@@ -76,7 +76,8 @@ export async function loadContract(specDir: string, options: { cache?: boolean }
   const cacheDir = path.join(packageRoot, "node_modules", ".cache", "partner-platform-compat", "contracts");
   const cacheFile = path.join(cacheDir, `${specHash(specDir).slice(0, 32)}-${Buffer.from(toolVersions()).toString("hex").slice(0, 40)}.json`);
   let compiled: Compiled | undefined;
-  if (options.cache !== false && existsSync(cacheFile)) {
+  const useCache = options.cache ?? process.env.PARTNER_PLATFORM_COMPAT_CACHE !== "off";
+  if (useCache && existsSync(cacheFile)) {
     try {
       compiled = JSON.parse(readFileSync(cacheFile, "utf8")) as Compiled;
     } catch {
@@ -85,7 +86,7 @@ export async function loadContract(specDir: string, options: { cache?: boolean }
   }
   if (!compiled) {
     compiled = await compileContract(specDir);
-    if (options.cache !== false) {
+    if (useCache) {
       mkdirSync(cacheDir, { recursive: true });
       // Written whole, then renamed: a run that stops half-way leaves no broken entry.
       writeFileSync(`${cacheFile}.${process.pid}`, JSON.stringify(compiled));

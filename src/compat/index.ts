@@ -59,6 +59,32 @@ export function resolveBase(base: string, headSpecDir: string): { specDir: strin
   return { specDir: specDirOf(path.join(dir, rel)), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/**
+ * The base the package's own CI compares with (D60): the last release tag (`v*`) reachable from HEAD; else
+ * the merge base with main when HEAD is on another branch; else HEAD's parent. A clone too shallow for any
+ * of them has no base: the caller says so and skips (fetch tags or history to gate there).
+ */
+export function ciBase(repoDir: string): { base: string; why: string } | { base?: undefined; why: string } {
+  const tryGit = (args: string[]) => {
+    try {
+      return git(repoDir, args);
+    } catch {
+      return undefined;
+    }
+  };
+  const tag = tryGit(["describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD"]);
+  if (tag) return { base: tag, why: `last release tag ${tag}` };
+  const head = tryGit(["rev-parse", "HEAD"]);
+  for (const main of ["origin/main", "main"]) {
+    const mergeBase = tryGit(["merge-base", "HEAD", main]);
+    if (mergeBase && mergeBase !== head) return { base: mergeBase, why: `no release tag; merge base with ${main}` };
+  }
+  const parent = tryGit(["rev-parse", "--verify", "--quiet", "HEAD^1"]);
+  if (parent) return { base: parent, why: "no release tag and HEAD is on main: its parent commit" };
+  const shallow = tryGit(["rev-parse", "--is-shallow-repository"]) === "true";
+  return { why: shallow ? "shallow clone without tags or parent commit" : "no release tag and no parent commit" };
+}
+
 export function today(): string {
   return new Date().toISOString().slice(0, 10);
 }
@@ -70,10 +96,16 @@ export function gate(base: Contract, head: Contract, label: string, day = today(
 
 export async function runCompat(options: { base: string; head?: string; today?: string }): Promise<CompatReport> {
   const headSpecDir = specDirOf(path.resolve(options.head ?? process.cwd()));
-  const { specDir, cleanup } = resolveBase(options.base, headSpecDir);
+  let baseRef = options.base;
+  if (baseRef === "auto") {
+    const found = ciBase(headSpecDir);
+    if (!found.base) throw new CompatError(`--base auto: ${found.why}; give --base a tag, branch or directory`);
+    baseRef = found.base;
+  }
+  const { specDir, cleanup } = resolveBase(baseRef, headSpecDir);
   try {
     const [base, head] = [await loadContract(specDir), await loadContract(headSpecDir)];
-    return gate(base, head, options.base, options.today);
+    return gate(base, head, baseRef === options.base ? baseRef : `${baseRef.slice(0, 12)} (auto)`, options.today);
   } finally {
     cleanup();
   }
