@@ -44,7 +44,8 @@ export function compatCommand(): Command {
       if (options.json && !toStdoutJson) await writeFile(options.json as string, formatJson(report));
       if (toStdoutJson) process.stdout.write(formatJson(report));
       else process.stdout.write(options.markdown ? formatMarkdown(report) : formatText(report));
-      if (options.changelog !== false) {
+      // No change, no entry: an entry headed with the unchanged version would replace that release's own.
+      if (options.changelog !== false && report.verdicts.length > 0) {
         const file = options.changelog === true ? "CHANGELOG.md" : options.changelog;
         const old = await readFile(file, "utf8").catch(() => "");
         await writeFile(file, prependEntry(old, formatMarkdown(report)));
