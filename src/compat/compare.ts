@@ -64,6 +64,8 @@ interface Ctx {
   prop?: string;
   area: Area;
   seen: Set<string>;
+  /** Where to point when no named schema is at hand (an inline parameter schema: the operation). */
+  fallback?: Change["location"];
 }
 
 export function compareContracts(base: Contract, head: Contract): Change[] {
@@ -92,7 +94,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       // TypeSpec wraps a reference in a one-element allOf to give it a description of its own.
       if (Array.isArray(s.allOf) && s.allOf.length === 1 && !s.type && !s.properties) {
         const { allOf, ...rest } = s;
-        s = { ...allOf[0], ...rest, ...(allOf[0].$ref ? {} : {}) };
+        s = { ...allOf[0], ...rest };
         continue;
       }
       // A union of single-value string enums (LeadStatus.new | LeadStatus.responded) is one enum.
@@ -114,7 +116,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       area: ctx.area,
       message: `${ctx.where}${ctx.at ? ` \`${ctx.at}\`` : ""}: ${text}`,
       breaks: effect === "none" ? [] : breaksOf(ctx.flow, effect),
-      location: locate(c, side, ctx.model && ctx.prop ? `${ctx.model}.${ctx.prop}` : undefined, ctx.model, ctx.where.startsWith("op:") ? ctx.where : undefined),
+      location: locate(c, side, ctx.model && ctx.prop ? `${ctx.model}.${ctx.prop}` : undefined, ctx.model) ?? ctx.fallback,
       ...extra,
     });
   };
@@ -286,7 +288,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     if (!found) continue;
     const b = found.op;
     const opLoc = locate(head, "head", `op:${id}`);
-    const ctx = (where: string, flow: Flow): Ctx => ({ flow, at: "", where: `${key} ${where}`, area: "rest", seen: new Set() });
+    const ctx = (where: string, flow: Flow): Ctx => ({ flow, at: "", where: `${key} ${where}`, area: "rest", seen: new Set(), fallback: opLoc });
     if (!b.deprecated && a.deprecated) add({ kind: "operation-deprecated", area: "rest", message: `${key}: operation deprecated`, breaks: [], deprecation: true, deprecationMessage: head.deprecations.get(`op:${id}`) ?? "", location: opLoc });
     if (scopesOf(b) !== scopesOf(a)) {
       add({ kind: "scopes-changed", area: "rest", message: `${key}: required scopes ${scopesOf(b)} → ${scopesOf(a)}`, breaks: ["clients", "servers"], location: opLoc });
@@ -321,7 +323,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
         add({ kind: "parameter-required-changed", area: "rest", message: `${key} ${name}: ${p.required ? "now required" : "no longer required"}`, breaks: p.required ? ["clients", "servers"] : ["servers"], location: paramLoc(head, "head", p.name) });
       }
       if (!old.deprecated && p.deprecated) add({ kind: "parameter-deprecated", area: "rest", message: `${key} ${name}: deprecated`, breaks: [], deprecation: true, deprecationMessage: head.deprecations.get(`op:${id}.${p.name}`) ?? "", location: paramLoc(head, "head", p.name) });
-      compareSchema(old.schema, p.schema, { ...ctx(name, "request"), model: undefined });
+      compareSchema(old.schema, p.schema, { ...ctx(name, "request"), model: undefined, fallback: paramLoc(head, "head", p.name) });
     }
 
     // Request body, by media type.

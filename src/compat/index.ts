@@ -47,7 +47,18 @@ export function resolveBase(base: string, headSpecDir: string): { specDir: strin
     const shallow = existsSync(path.join(top, ".git", "shallow")) ? " (this clone is shallow: fetch the revision, e.g. git fetch --deepen=50 or git fetch origin tag NAME)" : "";
     throw new CompatError(`--base ${base}: neither a directory nor a git revision of ${top}${shallow}`);
   }
-  const rel = path.relative(top, headSpecDir) || ".";
+  // The base's spec folder sits where the head's does; a head outside the repository's tree (a copy
+  // elsewhere) is compared with the repository's spec/.
+  let rel = path.relative(top, headSpecDir) || ".";
+  const exists = (p: string) => {
+    try {
+      git(top, ["cat-file", "-e", `${sha}:${p === "." ? "" : p}`]);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (rel.startsWith("..") || !exists(rel)) rel = "spec";
   const dir = scratchDir();
   try {
     const tar = execFileSync("git", ["-C", top, "archive", "--format=tar", sha, rel], { maxBuffer: 64 * 1024 * 1024, stdio: ["ignore", "pipe", "pipe"] });
@@ -123,11 +134,18 @@ const where = (v: Verdict) => (v.location ? `${v.location.file}:${v.location.lin
 
 export function formatText(report: CompatReport): string {
   const lines = [`Contract ${report.headVersion} compared with ${report.base} (${report.baseVersion}): ${report.verdicts.length} change(s).`];
+  // A reason shared by many refused changes (a shared scalar used in many places) is printed once, numbered.
+  const notes: string[] = [];
   for (const v of report.verdicts) {
-    const mark = v.allowed ? "" : "NOT ALLOWED ";
+    let mark = "";
+    if (!v.allowed) {
+      const note = v.note ?? "not allowed";
+      const n = notes.includes(note) ? notes.indexOf(note) + 1 : notes.push(note);
+      mark = `NOT ALLOWED (${n}) `;
+    }
     lines.push(`${mark}[${classOf(v)}] ${v.message}${v.location ? `  (${where(v)})` : ""}`);
-    if (v.note && !v.allowed) lines.push(`    ${v.note}`);
   }
+  notes.forEach((note, i) => lines.push(`(${i + 1}) ${note}`));
   const refused = report.verdicts.filter((v) => !v.allowed).length;
   lines.push(
     refused > 0

@@ -51,7 +51,8 @@ describe("npm run compat / partner-platform compat", () => {
   it("exits 1 on a change the policy refuses, naming it, its class and its place in spec/", async () => {
     const { code, stdout } = await compat(["--base", "spec", "--head", fork()]);
     expect(code).toBe(1);
-    expect(stdout).toContain("NOT ALLOWED [breaking for receivers, servers] x-delivery.attemptTimeoutSeconds 10 → 5  (spec/asyncapi.yaml:");
+    expect(stdout).toContain("NOT ALLOWED (1) [breaking for receivers, servers] x-delivery.attemptTimeoutSeconds 10 → 5  (spec/asyncapi.yaml:");
+    expect(stdout).toContain("(1) delivery and signature rules change only in a new major version (info.version 4.0.0 → 5.0.0");
     expect(stdout).toMatch(/\[compatible\] GET \/api\/v2\/businesses\/search 200 response `businesses\[\]\.website`: optional member added {2}\(spec\/models\/businesses\.tsp:\d+\)/);
     expect(stdout).toContain("FAILED: 1 change(s)");
   }, 120_000);
