@@ -1,11 +1,11 @@
 // Loads "the contract" of a spec/ folder for the compatibility gate: the OpenAPI 3.1 document compiled
 // in-process from its TypeSpec (no files written, no CLI spawned), its AsyncAPI document, and where each
 // named element is declared, so that every change can be shown at its line in spec/.
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { LineCounter, parse as parseYaml, parseDocument } from "yaml";
 import { packageRoot } from "../paths.js";
-import { specHash } from "../spec-hash.js";
 
 export type Json = Record<string, any>;
 
@@ -67,14 +67,26 @@ function toolVersions(): string {
   return `compat-1 ${version("@typespec/compiler")} ${version("@typespec/openapi3")}`;
 }
 
+/** SHA-256 of what the compilation reads: the TypeSpec sources and their configuration (paths and contents). */
+function typespecHash(specDir: string): string {
+  const hash = createHash("sha256");
+  const walk = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  for (const file of walk(specDir).filter((f) => /\.tsp$|tspconfig\.yaml$/.test(f)).sort()) {
+    hash.update(path.relative(specDir, file).split(path.sep).join("/")).update("\0").update(readFileSync(file)).update("\0");
+  }
+  return hash.digest("hex");
+}
+
 /**
  * Loads the contract of a spec folder. Compiling TypeSpec takes seconds (most of it loading the compiler),
- * so a compiled contract is kept under node_modules/.cache by the hash of its sources and the TypeSpec
- * versions: the base of a gate, the same on every run, is compiled once.
+ * so a compiled contract is kept under node_modules/.cache by the hash of its TypeSpec sources and the
+ * TypeSpec versions: the base of a gate, the same on every run, is compiled once. asyncapi.yaml is read
+ * on every load.
  */
 export async function loadContract(specDir: string, options: { cache?: boolean } = {}): Promise<Contract> {
   const cacheDir = path.join(packageRoot, "node_modules", ".cache", "partner-platform-compat", "contracts");
-  const cacheFile = path.join(cacheDir, `${specHash(specDir).slice(0, 32)}-${Buffer.from(toolVersions()).toString("hex").slice(0, 40)}.json`);
+  const cacheFile = path.join(cacheDir, `${typespecHash(specDir).slice(0, 32)}-${Buffer.from(toolVersions()).toString("hex").slice(0, 40)}.json`);
   let compiled: Compiled | undefined;
   const useCache = options.cache ?? process.env.PARTNER_PLATFORM_COMPAT_CACHE !== "off";
   if (useCache && existsSync(cacheFile)) {
