@@ -76,6 +76,14 @@ describe("npm run compat / partner-platform compat", () => {
     expect(text).toContain("- First version.");
   }, 120_000);
 
+  it("is the compat command of the partner-platform CLI too", async () => {
+    const result = await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", "compat", "--base", "no-such-revision"], { cwd: packageRoot }).catch(
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect("code" in result ? result.code : 0).toBe(2);
+    expect(result.stderr).toMatch(/^partner-platform: compat: --base no-such-revision: neither a directory nor a git revision of .*\n$/);
+  }, 60_000);
+
   it("replaces an entry with the same heading instead of adding a second", () => {
     const once = prependEntry("", "## 4.1.0\n\n- a\n");
     const twice = prependEntry(once, "## 4.1.0\n\n- b\n");
