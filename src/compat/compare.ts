@@ -37,7 +37,7 @@ export type Kind =
   | "constraint-changed" | "closed-changed" | "schema-deprecated"
   | "event-added" | "event-removed" | "event-deprecated"
   | "signature-changed" | "retry-waits-changed" | "attempt-timeout-changed" | "disable-threshold-changed"
-  | "lead-expiry-changed" | "delivery-changed" | "documentation";
+  | "lead-expiry-changed" | "delivery-changed" | "version-mismatch" | "documentation";
 
 type Flow = "request" | "response" | "event";
 type Effect = "narrower" | "wider" | "different";
@@ -391,6 +391,18 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
 
   // --- The AsyncAPI document: signature, delivery numbers --------------------------------------------
   changes.push(...asyncapiChanges(base, head));
+
+  // One contract, one version (D60): main.tsp and asyncapi.yaml carry the same info.version.
+  const asyncVersion = String(head.asyncapi.info?.version ?? "");
+  if (asyncVersion !== head.version) {
+    add({
+      kind: "version-mismatch",
+      area: "docs",
+      message: `info.version ${head.version} in main.tsp but ${asyncVersion} in asyncapi.yaml`,
+      breaks: [],
+      location: head.asyncapiLine(["info", "version"]) ? { ...head.asyncapiLine(["info", "version"])!, side: "head" } : undefined,
+    });
+  }
 
   // A schema shared by several places changes once per place; a description changes many times: keep one of each.
   const unique = new Map<string, Change>();

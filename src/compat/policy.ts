@@ -35,6 +35,7 @@ export function evaluate(changes: Change[], baseVersion: string, headVersion: st
   const day = (iso: string) => Date.parse(`${iso}T00:00:00Z`);
   const verdicts = changes.map((c): Verdict => {
     const partners = c.breaks.filter((b): b is Exclude<Consumer, "servers"> => b !== "servers");
+    if (c.kind === "version-mismatch") return { ...c, allowed: false, note: "set the same info.version in spec/main.tsp and spec/asyncapi.yaml" };
     if (c.deprecation) {
       const date = removalDate(c.deprecationMessage);
       if (!date) return { ...c, allowed: false, note: 'its #deprecated message must name the earliest removal date: "... Removal not before YYYY-MM-DD."' };
