@@ -252,6 +252,20 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     }
   }
 
+  // --- The document's own description: title, description, contact, license (documentation) ---------
+  for (const key of new Set([...Object.keys(base.openapi.info ?? {}), ...Object.keys(head.openapi.info ?? {})])) {
+    if (key === "version") continue;
+    const [b, a] = [base.openapi.info?.[key], head.openapi.info?.[key]];
+    if (JSON.stringify(b) === JSON.stringify(a)) continue;
+    add({
+      kind: "documentation",
+      area: "docs",
+      message: `info.${key} ${b === undefined ? "added" : a === undefined ? "removed" : "changed"}`,
+      breaks: [],
+      location: locate(head, "head", "PartnerPlatform") ?? locate(base, "base", "PartnerPlatform"),
+    });
+  }
+
   // --- REST operations -----------------------------------------------------------------------------
   interface Op { key: string; op: Json; id: string }
   const operations = (doc: Json): Map<string, Op> => {

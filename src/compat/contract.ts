@@ -64,7 +64,7 @@ function toolVersions(): string {
       return "?";
     }
   };
-  return `compat-1 ${version("@typespec/compiler")} ${version("@typespec/openapi3")}`;
+  return `compat-2 ${version("@typespec/compiler")} ${version("@typespec/openapi3")}`;
 }
 
 /** SHA-256 of what the compilation reads: the TypeSpec sources and their configuration (paths and contents). */
@@ -136,6 +136,7 @@ async function compileContract(specDir: string): Promise<Compiled> {
     if (deprecated) deprecations.set(key, deprecated.message);
   };
   const visit = (ns: import("@typespec/compiler").Namespace): void => {
+    record2(ns.name, ns);
     for (const m of ns.models.values()) {
       record2(m.name, m);
       for (const p of m.properties.values()) record2(`${m.name}.${p.name}`, p);

@@ -162,6 +162,9 @@ export function formatJson(report: CompatReport): string {
 /** A CHANGELOG.md entry: the changes grouped by whom they break. */
 export function formatMarkdown(report: CompatReport, heading = `## ${report.suggestedVersion}`): string {
   const out = [heading, "", `Compared with \`${report.base}\` (${report.baseVersion}) by \`npm run compat\`.`, ""];
+  if (report.headVersion !== report.suggestedVersion && report.verdicts.length > 0) {
+    out.splice(4, 0, `Not released yet: info.version is ${report.headVersion}; these changes need ${report.suggestedVersion}.`, "");
+  }
   const item = (v: Verdict) => `- ${v.message.replace(/\s+/g, " ")}${v.location ? ` (\`${where(v)}\`)` : ""}${v.allowed ? "" : " **not allowed**"}`;
   const groups: [string, Verdict[]][] = [
     ["Breaking for API clients", report.verdicts.filter((v) => v.breaks.includes("clients"))],
