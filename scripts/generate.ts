@@ -11,7 +11,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { specHash } from "../src/spec-hash.js";
 
 const root = path.resolve(import.meta.dirname, "..");
-const specDir = path.join(root, "spec");
+const defaultSpecDir = path.join(root, "spec");
 const generatedDir = path.join(root, "generated");
 /** Folders under generated/ that other commands own (npm run docs); the drift check leaves them alone. */
 const notOwned = new Set(["docs"]);
@@ -147,6 +147,53 @@ function withJsonHeader(json: Json): string {
   return `${JSON.stringify(ordered, null, 2)}\n`;
 }
 
+/**
+ * A request example that illustrates a 422 answer is invalid on purpose, and linters (Spectral's
+ * oas3-valid-media-example) flag any invalid `value`, while an example without one is flagged too. So the
+ * invalid body leaves the request examples and goes with the 422 answer's example of the same name: as
+ * JSON in its description, for readers, and as `x-request-body`, which the examples test checks against
+ * the problem's pointers (D61).
+ */
+function invalidRequestExamplesWithTheirAnswer(openapi: Json): void {
+  for (const item of Object.values((openapi.paths ?? {}) as Record<string, Json>)) {
+    for (const op of Object.values(item) as Json[]) {
+      const responses = (op?.responses ?? {}) as Record<string, Json>;
+      const answers = Object.values((responses["422"]?.content ?? {}) as Record<string, Json>).map((m) => (m.examples ?? {}) as Record<string, Json>);
+      const content = ((op.requestBody as Json | undefined)?.content ?? {}) as Record<string, Json>;
+      for (const media of Object.values(content)) {
+        const examples = (media.examples ?? {}) as Record<string, Json>;
+        for (const [name, example] of Object.entries(examples)) {
+          const answer = answers.find((a) => a[name]);
+          if (!answer) continue;
+          delete examples[name];
+          const body = `The request body, which the schema refuses:\n\n\`\`\`json\n${JSON.stringify(example.value, null, 2)}\n\`\`\``;
+          const described = answer[name]!.description as string | undefined;
+          answer[name] = { ...answer[name], description: described ? `${described}\n\n${body}` : body, "x-request-body": example.value };
+        }
+      }
+    }
+  }
+}
+
+/**
+ * Schemas that no operation refers to but that consumers use by name (the scope names, every event as one
+ * union, lead statuses, the identifier pattern) are listed in `x-standalone-schemas`, so that linters see
+ * them as used on purpose instead of flagging them as unused components (D61).
+ */
+function listStandaloneSchemas(openapi: Json): void {
+  const text = JSON.stringify({ ...openapi, components: { ...(openapi.components as Json), schemas: undefined } });
+  const schemas = Object.entries(((openapi.components as Json).schemas ?? {}) as Record<string, Json>);
+  const referenced = new Set<string>();
+  for (const [, schema] of schemas) {
+    for (const m of JSON.stringify(schema).matchAll(/"#\/components\/schemas\/([^"]+)"/g)) referenced.add(decodeURIComponent(m[1]!));
+  }
+  for (const m of text.matchAll(/"#\/components\/schemas\/([^"]+)"/g)) referenced.add(decodeURIComponent(m[1]!));
+  const standalone = schemas.map(([name]) => name).filter((name) => !referenced.has(name));
+  if (standalone.length > 0) {
+    openapi["x-standalone-schemas"] = Object.fromEntries(standalone.map((name) => [name, { $ref: `#/components/schemas/${encodeURIComponent(name)}` }]));
+  }
+}
+
 function toYaml(doc: unknown): string {
   return yamlHeader + stringifyYaml(doc, { lineWidth: 0 });
 }
@@ -161,8 +208,10 @@ async function typesOf(openapi: Json): Promise<string> {
  * the certification suites are built from the suites' own modules, which read generated/: pass
  * `tables: false` to build what the spec alone produces (when generated/ is not there yet).
  */
-export async function buildGenerated(options: { tables?: boolean } = {}): Promise<Files> {
+export async function buildGenerated(options: { tables?: boolean; specDir?: string } = {}): Promise<Files> {
   const out: Files = new Map();
+  // Another spec folder (a copy) is for tests that show what a change of the spec does to every artifact.
+  const specDir = options.specDir ?? defaultSpecDir;
   const tspOut = await compileTypeSpec(path.join(specDir, "main.tsp"));
   try {
     const emitted = await readTree(tspOut);
@@ -178,6 +227,10 @@ export async function buildGenerated(options: { tables?: boolean } = {}): Promis
     }
     openapi["x-delivery"] = delivery;
     (openapi.tags as Json[]).push({ name: "Webhook events", description: describeDelivery(delivery) });
+    for (const doc of [openapi, openapi30]) {
+      invalidRequestExamplesWithTheirAnswer(doc);
+      listStandaloneSchemas(doc);
+    }
 
     out.set("openapi/openapi.yaml", toYaml(openapi));
     out.set("openapi/openapi-3.0.yaml", toYaml(openapi30));

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { packageRoot } from "../paths.js";
 import { certifyCommand } from "./certify.js";
+import { compatCommand } from "./compat.js";
 import { mockCommand } from "./mock.js";
 import { sendCommand } from "./send.js";
 import { serveCommand } from "./serve.js";
@@ -22,6 +23,7 @@ export function createProgram(): Command {
   program.addCommand(serveCommand());
   program.addCommand(verifyCommand());
   program.addCommand(certifyCommand());
+  program.addCommand(compatCommand());
   return program;
 }
 
