@@ -12,8 +12,35 @@ export interface Check<Ctx> {
   title: string;
   /** What the suite does to observe it, e.g. "one webhook whose endpoint always fails" (for `--list`). */
   scenario: string;
-  /** Throws CheckFailed when the assertion does not hold; may resolve with a note for the report (e.g. inputs tried). */
-  run(ctx: Ctx): Promise<void | string>;
+  /**
+   * Throws CheckFailed when the assertion does not hold; may resolve with a note for the report (e.g.
+   * inputs tried). What it hands `record` (a timeline of the attempts it timed) is in the report
+   * whether it passes or fails.
+   */
+  run(ctx: Ctx, record: CheckRecorder): Promise<void | string>;
+}
+
+/** One attempt of a timing check, in ms from the scenario's first attempt, on the server's clock. */
+export interface TimelineAttempt {
+  label: string;
+  dueMs: number;
+  /** The band the suite accepts (D25): from earliestMs to latestMs. */
+  earliestMs: number;
+  latestMs: number;
+  /** When it came; absent when it never did. */
+  cameMs?: number;
+}
+
+/** When each attempt of a scenario was due, the accepted band, and when it came. */
+export interface Timeline {
+  title: string;
+  /** Whose time: "virtual" or "scaled" (the server's clock, in its own seconds). */
+  clock: string;
+  attempts: TimelineAttempt[];
+}
+
+export interface CheckRecorder {
+  timeline(timeline: Timeline): void;
 }
 
 const KEBAB = /^[a-z0-9]+(-[a-z0-9]+)*$/;
@@ -66,6 +93,8 @@ export interface CheckResult {
   note?: string;
   expected?: unknown;
   actual?: unknown;
+  /** The attempts a timing check timed (the HTML report draws them). */
+  timelines?: Timeline[];
 }
 
 export interface SuiteReport {
@@ -119,16 +148,18 @@ export async function runChecks<Ctx>(
       result = { ...base, status: "skipped", durationMs: 0, message: "not selected" };
     } else {
       const t0 = performance.now();
+      const timelines: Timeline[] = [];
+      const recorded = () => (timelines.length ? { timelines } : {});
       try {
-        const note = await check.run(ctx);
-        result = { ...base, status: "passed", durationMs: performance.now() - t0, ...(note ? { note } : {}) };
+        const note = await check.run(ctx, { timeline: (t) => void timelines.push(t) });
+        result = { ...base, status: "passed", durationMs: performance.now() - t0, ...(note ? { note } : {}), ...recorded() };
       } catch (error) {
         if (error instanceof SetupError) throw error;
         const durationMs = performance.now() - t0;
         result =
           error instanceof CheckFailed
-            ? { ...base, status: "failed", durationMs, message: error.message, expected: error.expected, actual: error.actual }
-            : { ...base, status: "failed", durationMs, message: `unexpected error: ${(error as Error)?.message ?? String(error)}` };
+            ? { ...base, status: "failed", durationMs, message: error.message, expected: error.expected, actual: error.actual, ...recorded() }
+            : { ...base, status: "failed", durationMs, message: `unexpected error: ${(error as Error)?.message ?? String(error)}`, ...recorded() };
       }
     }
     results.push(result);

@@ -1,10 +1,11 @@
-// Reports of a suite run: a console row per check while it runs, then JSON and JUnit XML; and the list
+// Reports of a suite run: a console row per check while it runs, then JSON, JUnit XML and HTML; and the list
 // of a suite's checks (--list), as text or JSON.
 import { mkdir, open, stat, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { inspect } from "node:util";
 import junitModule, { type Builder } from "junit-report-builder";
 import type { Check, CheckResult, SuiteReport } from "./check.js";
+import { toHtml } from "./html-report.js";
 
 // The package is CommonJS whose `module.exports` is the builder; its types describe an ES default export.
 const junit = junitModule as unknown as Builder;
@@ -65,9 +66,10 @@ export async function writeReportFile(file: string, text: string): Promise<void>
   await writeFile(file, text);
 }
 
-export async function writeReports(report: SuiteReport, files: { junit?: string; json?: string }): Promise<void> {
+export async function writeReports(report: SuiteReport, files: { junit?: string; json?: string; html?: string }): Promise<void> {
   if (files.junit) await writeReportFile(files.junit, toJUnitXml(report));
   if (files.json) await writeReportFile(files.json, toJson(report));
+  if (files.html) await writeReportFile(files.html, toHtml(report));
 }
 
 /** What `--list` shows of a check. */

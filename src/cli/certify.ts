@@ -174,7 +174,7 @@ async function listChecks(flags: Flags, suite: string, checks: readonly ListedCh
   await writeReportFile(json, toListJson(suite, checks));
 }
 
-/** Builds `certify <suite>`: the suite's options, then --only, --skip, --list, --junit and --json. */
+/** Builds `certify <suite>`: the suite's options, then --only, --skip, --list, --junit, --json and --html. */
 export function suiteCommand(cli: SuiteCli): Command {
   const command = cli
     .options(new Command(cli.suite).description(cli.description))
@@ -183,6 +183,7 @@ export function suiteCommand(cli: SuiteCli): Command {
     .option("--list", "print each check's id, section, title and scenario, and run nothing (no other option needed)")
     .option("--junit <file>", "write a JUnit XML report")
     .option("--json <file>", "write a JSON report (with --list: the list, - for stdout)")
+    .option("--html <file>", "write an HTML report: one offline page, with a timeline of every timed attempt")
     .addHelpText("after", "\nExit status: 0 certified, 1 not certified, 2 usage error or the certification could not run.");
   return command.action(async (_options: unknown, self: Command) => {
     const out = (text: string) => self.configureOutput().writeOut!(text);
@@ -193,8 +194,8 @@ export function suiteCommand(cli: SuiteCli): Command {
       const run = selection(flags, self, checks);
       if (flags.is("list")) return await listChecks(flags, cli.suite, selected(checks, run), out);
       const start = await cli.prepare(flags);
-      const files = { junit: flags.optional("junit"), json: flags.optional("json") };
-      for (const key of ["junit", "json"] as const) {
+      const files = { junit: flags.optional("junit"), json: flags.optional("json"), html: flags.optional("html") };
+      for (const key of ["junit", "json", "html"] as const) {
         const file = files[key];
         if (file === "-") throw new UsageError(`--${key}`, "- (stdout) is for --list --json only: give a file");
         const problem = file === undefined ? undefined : await reportPathProblem(file);
