@@ -6,7 +6,7 @@ import { createHmac } from "node:crypto";
 import { parseEvent } from "../../src/events/index.js";
 import type { EventName } from "../../src/spec.js";
 import { loadContract } from "../api/contract.js";
-import { defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
+import { defineCheck, expectEqual, expectThat, type Check, type CheckRecorder, type Timeline, type TimelineAttempt } from "../framework/check.js";
 import { answers, type Delivery } from "../harness/receiver.js";
 import type { RegisteredWebhook, RetryObservation, ServerContext } from "./context.js";
 import { decodeMail, namesWebhook, type DisableMailSeen } from "./mail.js";
@@ -365,7 +365,31 @@ function overlappingFailures(ctx: ServerContext): Promise<OverlapRun> {
 
 // ---------------------------------------------------------------------------------------------
 
-function expectRetries(observations: RetryObservation[], message: string): void {
+/**
+ * The retries on one time line for the report: each due its wait after the previous attempt came (or
+ * was due, when it never came), with the band the suite accepts.
+ */
+function retryTimeline(ctx: ServerContext, title: string, observations: RetryObservation[]): Timeline {
+  const clock = ctx.options.clock.kind === "virtual" ? "virtual" : `real (scaled:${ctx.options.clock.factor})`;
+  let previous = 0;
+  const attempts = observations.map((o, i): TimelineAttempt => {
+    const { dueMs, earliestMs, latestMs, cameMs } = o.window;
+    const at = (ms: number) => previous + ms;
+    const attempt = {
+      label: `retry ${i + 1}: ${o.expectedSeconds} s`,
+      dueMs: at(dueMs),
+      earliestMs: at(earliestMs),
+      latestMs: at(latestMs),
+      ...(cameMs === undefined ? {} : { cameMs: at(cameMs) }),
+    };
+    previous = attempt.cameMs ?? attempt.dueMs;
+    return attempt;
+  });
+  return { title, clock, attempts };
+}
+
+function expectRetries(observations: RetryObservation[], message: string, report?: { ctx: ServerContext; record: CheckRecorder; title: string }): void {
+  if (report) report.record.timeline(retryTimeline(report.ctx, report.title, observations));
   const seen = observations.map((o) => `${o.observed} (${o.verdict})`);
   const expected = observations.map((o) => `${o.expectedSeconds} s (on-time)`);
   expectThat(observations.every((o) => o.verdict === "on-time"), message, expected, seen);
@@ -597,9 +621,9 @@ export const serverChecks: ServerCheck[] = [
     section: "§6, §8, D7",
     title: "Each retry waits 1 min, 5 min, 30 min, 2 h after the previous failure: never early, at most within tolerance late.",
     scenario: "one webhook whose endpoint always fails, until it is disabled",
-    async run(ctx) {
+    async run(ctx, record) {
       const { retries } = await failingUntilDisabled(ctx);
-      expectRetries(retries, "a retry did not come at its wait after the previous failure");
+      expectRetries(retries, "a retry did not come at its wait after the previous failure", { ctx, record, title: "Retries of an event whose endpoint always fails (from its first attempt)" });
     },
   }),
   defineCheck({
@@ -607,9 +631,9 @@ export const serverChecks: ServerCheck[] = [
     section: "§6, §8, D7",
     title: "After a success reset the count, the schedule goes on to the 2 h and 24 h waits.",
     scenario: "an event failing 4 times, another event's success, the first event's last two retries failing",
-    async run(ctx) {
+    async run(ctx, record) {
       const { waits, afterReset } = await resetThenLongWaits(ctx);
-      expectRetries([...waits, ...afterReset], "the retry schedule around a reset is wrong");
+      expectRetries([...waits, ...afterReset], "the retry schedule around a reset is wrong", { ctx, record, title: "Retries of an event, with another event's success resetting the count after the fourth" });
     },
   }),
   defineCheck({
@@ -664,10 +688,10 @@ export const serverChecks: ServerCheck[] = [
     section: "§6, D6",
     title: "A 3xx answer is a failed attempt: retried after the first wait, and the redirect is not followed.",
     scenario: "one endpoint answering its first attempt with 307",
-    async run(ctx) {
+    async run(ctx, record) {
       const { redirect, redirectFollowed } = await failureKinds(ctx);
       expectEqual(redirectFollowed, 0, "the redirect was followed");
-      expectRetries([redirect], "a 3xx was not retried as a failure");
+      expectRetries([redirect], "a 3xx was not retried as a failure", { ctx, record, title: "The retry after a 307" });
     },
   }),
   defineCheck({
@@ -675,8 +699,8 @@ export const serverChecks: ServerCheck[] = [
     section: "§6, D6",
     title: "A connection closed without an answer is a failed attempt, retried after the first wait.",
     scenario: "one endpoint closing the connection of its first attempt",
-    async run(ctx) {
-      expectRetries([(await failureKinds(ctx)).closed], "a closed connection was not retried as a failure");
+    async run(ctx, record) {
+      expectRetries([(await failureKinds(ctx)).closed], "a closed connection was not retried as a failure", { ctx, record, title: "The retry after a closed connection" });
     },
   }),
   defineCheck({
@@ -684,8 +708,12 @@ export const serverChecks: ServerCheck[] = [
     section: "§6, D6, D24",
     title: "No answer within the attempt timeout is a failed attempt: retried the timeout plus the first wait after it began.",
     scenario: "one endpoint never answering its first attempt",
-    async run(ctx) {
-      expectRetries([(await failureKinds(ctx)).timeout], "a timed-out attempt was not retried at the timeout plus the first wait");
+    async run(ctx, record) {
+      expectRetries([(await failureKinds(ctx)).timeout], "a timed-out attempt was not retried at the timeout plus the first wait", {
+        ctx,
+        record,
+        title: "The retry after an attempt that got no answer (due the timeout plus the first wait after it began)",
+      });
     },
   }),
   defineCheck({

@@ -90,6 +90,12 @@ export interface RetryObservation {
   verdict: RetryVerdict;
   /** What was seen, for the report, e.g. "60 s", "within 59 s", "none within 72 s". */
   observed: string;
+  /**
+   * For the report's timeline, in ms after the previous attempt on the clock the suite measured with
+   * (the server's under a virtual clock, real time under a scaled one): when it was due, the accepted
+   * band, and when it came (under a virtual clock the end of the step it came in).
+   */
+  window: { dueMs: number; earliestMs: number; latestMs: number; cameMs?: number };
 }
 
 /** The businesses, category and zip code of the spec's examples, which the reference seed data serves. */
@@ -200,31 +206,34 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
   ): Promise<RetryObservation> {
     const before = count(endpoint);
     if (options.clock.kind === "virtual") {
+      const exact = { dueMs: wait * 1000, earliestMs: wait * 1000, latestMs: wait * 1000 };
       await clock.elapse(wait - 1);
-      if (count(endpoint) > before) return { expectedSeconds: wait, verdict: "early", observed: `within ${wait - 1} s` };
+      if (count(endpoint) > before) return { expectedSeconds: wait, verdict: "early", observed: `within ${wait - 1} s`, window: { ...exact, cameMs: (wait - 1) * 1000 } };
       await clock.elapse(1);
-      if (count(endpoint) > before) return { expectedSeconds: wait, verdict: "on-time", observed: `${wait} s` };
+      if (count(endpoint) > before) return { expectedSeconds: wait, verdict: "on-time", observed: `${wait} s`, window: { ...exact, cameMs: wait * 1000 } };
       const grace = Math.ceil(wait * 0.2);
       await clock.elapse(grace);
       return count(endpoint) > before
-        ? { expectedSeconds: wait, verdict: "late", observed: `between ${wait + 1} and ${wait + grace} s` }
-        : { expectedSeconds: wait, verdict: "missing", observed: `none within ${wait + grace} s` };
+        ? { expectedSeconds: wait, verdict: "late", observed: `between ${wait + 1} and ${wait + grace} s`, window: { ...exact, cameMs: (wait + grace) * 1000 } }
+        : { expectedSeconds: wait, verdict: "missing", observed: `none within ${wait + grace} s`, window: exact };
     }
     const previous = opts.since ?? receiver.at(endpoint).at(-1);
     const expectedMs = opts.scaledRealMs ?? clock.realMs(wait);
     const tolerance = scaledTolerance(expectedMs);
     const factor = options.clock.factor;
     const seconds = (ms: number) => `${(ms / factor / 1000).toFixed(1)} s`;
+    const band = { dueMs: expectedMs, earliestMs: expectedMs - tolerance.earlyMs, latestMs: expectedMs + tolerance.lateMs };
     try {
       await receiver.waitFor(() => count(endpoint) > before, expectedMs + tolerance.lateMs + 1000, `retry at ${endpoint}`);
     } catch {
-      return { expectedSeconds: wait, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}` };
+      return { expectedSeconds: wait, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}`, window: band };
     }
     const gapMs = receiver.at(endpoint)[before]!.arrivedAt - (previous?.arrivedAt ?? 0);
     const observed = seconds(gapMs);
-    if (gapMs < expectedMs - tolerance.earlyMs) return { expectedSeconds: wait, verdict: "early", observed };
-    if (gapMs > expectedMs + tolerance.lateMs) return { expectedSeconds: wait, verdict: "late", observed };
-    return { expectedSeconds: wait, verdict: "on-time", observed };
+    const window = { ...band, cameMs: gapMs };
+    if (gapMs < band.earliestMs) return { expectedSeconds: wait, verdict: "early", observed, window };
+    if (gapMs > band.latestMs) return { expectedSeconds: wait, verdict: "late", observed, window };
+    return { expectedSeconds: wait, verdict: "on-time", observed, window };
   }
 
   const newSecret = () => `whsec-${randomBytes(18).toString("base64url")}`;
