@@ -11,6 +11,8 @@ export interface ClientConfig {
   clientSecret: string;
   scopes: string[];
   contactEmail: string;
+  /** The businesses this client acts for (D27): webhooks may be registered for these only. */
+  businessIDs: string[];
 }
 
 /** A validated config file (src/server/config.schema.json). */
@@ -26,6 +28,13 @@ const configSchema = JSON.parse(readFileSync(path.join(packageRoot, "src/server/
 };
 // The scopes a client may have are the spec's, not a list of their own.
 configSchema.properties.clients.items.properties.scopes.items = { enum: allScopes };
+/** The businesses of the seed data: a client may own only these. */
+const seedBusinessIDs = new Set(
+  (JSON.parse(readFileSync(path.join(packageRoot, "src/server/seed/businesses.json"), "utf8")) as { businesses: { businessID: string }[] }).businesses.map(
+    (b) => b.businessID,
+  ),
+);
+
 const validateConfig = createAjv({ allErrors: true }).compile(configSchema);
 
 /** Reads and validates a config file (src/server/config.schema.json); without a file, the default config. */
@@ -42,6 +51,15 @@ export function loadConfig(file?: string): ServerConfig {
   const ids = valid.clients.map((c) => c.clientId);
   const repeated = ids.find((id, i) => ids.indexOf(id) !== i);
   if (repeated) throw new Error(`config ${source}: /clients: the clientId ${repeated} appears twice`);
+  // One owner per business (D27): two partners owning a business would each see the other's customers.
+  const owner = new Map<string, number>();
+  for (const [i, c] of valid.clients.entries()) {
+    for (const [j, id] of c.businessIDs.entries()) {
+      if (!seedBusinessIDs.has(id)) throw new Error(`config ${source}: /clients/${i}/businessIDs/${j}: no business has the identifier ${id}`);
+      if (owner.has(id)) throw new Error(`config ${source}: /clients/${i}/businessIDs/${j}: business ${id} already belongs to /clients/${owner.get(id)}`);
+      owner.set(id, i);
+    }
+  }
   return { ...valid, tokenLifetimeSeconds: valid.tokenLifetimeSeconds ?? specTokenLifetimeSeconds };
 }
 

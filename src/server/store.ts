@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS tokens (
   scopes text NOT NULL,
   expires_at bigint NOT NULL
 );
+-- The order tokens were issued in: the bound on live tokens drops the oldest (DECISIONS D32).
+ALTER TABLE tokens ADD COLUMN IF NOT EXISTS issued bigserial;
+CREATE INDEX IF NOT EXISTS tokens_client ON tokens (client_id, issued);
 CREATE SEQUENCE IF NOT EXISTS ids START 100000001;
 CREATE TABLE IF NOT EXISTS webhooks (
   id text PRIMARY KEY,

@@ -25,6 +25,7 @@ import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 
 const client = loadConfig().clients[0]!;
+const second = loadConfig().clients[1]!;
 const execFileAsync = promisify(execFile);
 
 /** `certify ...` in this process, its output captured through commander's output hooks. */
@@ -172,6 +173,8 @@ describe("certify: the implementation is checked before the checks", () => {
     controlUrl: url,
     clientId: client.clientId,
     clientSecret: client.clientSecret,
+    secondClientId: second.clientId,
+    secondClientSecret: second.clientSecret,
     partnerEmail: client.contactEmail,
     clock: { kind: "virtual" },
     notice: () => undefined,

@@ -52,7 +52,7 @@ describe("config file", () => {
   });
 
   it("issues tokens with the configured lifetime and only the client's scopes", async () => {
-    const clients = [{ clientId: "short", clientSecret: "short-secret", scopes: ["demand::search"], contactEmail: "ops@short.example" }];
+    const clients = [{ clientId: "short", clientSecret: "short-secret", scopes: ["demand::search"], contactEmail: "ops@short.example", businessIDs: [] }];
     const server = await startServer({ clock: { mode: "virtual" }, conformance: true, config: { clients, tokenLifetimeSeconds: 60 }, log: () => undefined });
     try {
       const token = async (scope?: string) => {
