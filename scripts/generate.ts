@@ -168,8 +168,6 @@ export async function buildGenerated(options: { tables?: boolean } = {}): Promis
     const emitted = await readTree(tspOut);
     const openapi31 = parseYaml(emitted.get("openapi/3.1.0/openapi.yaml")!) as Json;
     const openapi30 = parseYaml(emitted.get("openapi/3.0.0/openapi.yaml")!) as Json;
-    relaxMergedResponseHeaders(openapi31);
-    relaxMergedResponseHeaders(openapi30);
     const asyncapi = parseYaml(await readFile(path.join(specDir, "asyncapi.yaml"), "utf8")) as Json;
     const schemaNames = new Set(Object.keys((openapi31.components as Json).schemas as Json));
     const { webhooks, delivery } = webhooksFromAsyncApi(asyncapi, schemaNames);
@@ -200,30 +198,6 @@ export async function buildGenerated(options: { tables?: boolean } = {}): Promis
     await rm(controlOut, { recursive: true, force: true });
   }
   return (options.tables ?? true) ? new Map([...out, ...(await buildTables())]) : out;
-}
-
-/**
- * TypeSpec merges two error models of one status (403 insufficient-scope and business-forbidden) into one
- * response whose problem is an `anyOf`, and marks the headers of either as required for both: a header
- * of such a response is only required by one of its problems, so it is made optional there (its
- * description says which problem carries it).
- */
-function relaxMergedResponseHeaders(doc: Json): void {
-  for (const item of Object.values((doc.paths ?? {}) as Json)) {
-    for (const op of Object.values(item as Json)) {
-      for (const response of Object.values(((op as Json).responses ?? {}) as Json)) {
-        const media = ((response as Json).content as Json | undefined)?.["application/problem+json"] as Json | undefined;
-        const schema = media?.schema as Json | undefined;
-        if (!schema?.anyOf) continue;
-        for (const header of Object.values(((response as Json).headers ?? {}) as Json)) {
-          if ((header as Json).required) {
-            (header as Json).required = false;
-            (header as Json).description = `${(header as Json).description} (insufficient-scope only)`;
-          }
-        }
-      }
-    }
-  }
 }
 
 /** The tables of the certification suites (imported late: the suites' modules read generated/). */

@@ -190,11 +190,13 @@ export const brokenServers: BrokenServer[] = [
   // -- The disable e-mail --------------------------------------------------------------------------
   { id: "no-disable-email", parts: () => ({ sendMail: async () => undefined }) },
   {
-    id: "sends-two-emails",
+    id: "sends-second-email-with-new-message-id",
     parts: (base) => ({
       async sendMail(mail) {
         await base.sendMail(mail);
-        await base.sendMail(mail);
+        // A repeat that a mail system cannot tell from a new notice.
+        const id = mail.headers?.["Message-ID"] ?? "<disabled@partner-platform.example>";
+        await base.sendMail({ ...mail, headers: { ...mail.headers, "Message-ID": id.replace("@", "-again@") } });
       },
     }),
   },

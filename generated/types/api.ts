@@ -1154,10 +1154,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["UnauthenticatedProblem"];
                 };
             };
-            /** @description 403: the token lacks the required scope. */
+            /**
+             * @description 403 of a webhook registration: the token lacks the scope (`insufficient-scope`, with `WWW-Authenticate`)
+             *     or the business belongs to another partner (`business-forbidden`, DECISIONS D27; `errors` points at it).
+             */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope. (insufficient-scope only) */
+                    /** @description RFC 6750 challenge naming the required scope: always sent with `insufficient-scope`. */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };

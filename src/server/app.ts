@@ -5,7 +5,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import contentType from "content-type";
 import rateLimit from "@fastify/rate-limit";
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { STATUS_CODES } from "node:http";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { packageRoot } from "../paths.js";
 import { eventExample, eventSchemaName, type EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
@@ -29,6 +30,8 @@ import { urlFormProblem, type AddressPolicy } from "./ssrf.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
 
+type Logger = FastifyBaseLogger;
+
 export interface AppOptions {
   db: Db;
   clock: Clock;
@@ -39,7 +42,27 @@ export interface AppOptions {
   addressPolicy: AddressPolicy;
   conformance: boolean;
   registration?: RegistrationOverride;
+  /** Fastify's logger (pino, JSON lines, secrets redacted): the server's log. */
+  logger: Logger;
+  /** Connection bounds of the API port (D33); the defaults are `defaultTimeouts`. */
+  timeouts?: Partial<Timeouts>;
 }
+
+/** How long a client may take (D33): slow or idle connections are closed, so they cannot pile up. */
+export interface Timeouts {
+  /** To send the whole request head (slowloris); then 408 and the connection closed. */
+  headersMs: number;
+  /** To send the whole request, body included. */
+  requestMs: number;
+  /** A connection with nothing happening on it. */
+  idleMs: number;
+  /** A keep-alive connection between requests. */
+  keepAliveMs: number;
+  /** How often Node checks the first two (its default, 30 s, would let a slow head live that long). */
+  checkIntervalMs: number;
+}
+
+export const defaultTimeouts: Timeouts = { headersMs: 10_000, requestMs: 30_000, idleMs: 60_000, keepAliveMs: 5_000, checkIntervalMs: 1_000 };
 
 /** Failed client authentication, counted per client id and per source address (D30). */
 export interface TokenThrottle {
@@ -197,7 +220,34 @@ function failedAuthThrottle(app: FastifyInstance): TokenThrottle {
 
 export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
-  const app = Fastify({ bodyLimit: bodyLimitBytes });
+  const timeouts = { ...defaultTimeouts, ...options.timeouts };
+  const app = Fastify({
+    bodyLimit: bodyLimitBytes,
+    loggerInstance: options.logger,
+    http: { headersTimeout: timeouts.headersMs, requestTimeout: timeouts.requestMs, connectionsCheckingInterval: timeouts.checkIntervalMs },
+    requestTimeout: timeouts.requestMs,
+    connectionTimeout: timeouts.idleMs,
+    keepAliveTimeout: timeouts.keepAliveMs,
+    // What Node's HTTP parser refuses (a malformed request line, a head over its limit, a slow head) is
+    // answered as problem+json too (D13), and logged.
+    clientErrorHandler: (error, socket) => {
+      const code = (error as { code?: string }).code;
+      const status = code === "HPE_HEADER_OVERFLOW" ? 431 : code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
+      options.logger.warn({ refusal: "client-error", code, status, remoteAddress: socket.remoteAddress }, "request refused by the HTTP parser");
+      if (!socket.writable) return socket.destroy();
+      const detail =
+        status === 431 ? "The request head is too large." : status === 408 ? "The request was not received in time." : "The request cannot be parsed as HTTP/1.1.";
+      const body = JSON.stringify(problemBody(status, detail, "/"));
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    },
+    // Fastify's own refusals (a URL it cannot decode, ...) go to the error handler: problem+json.
+    frameworkErrors: (error, req, reply) => {
+      const status = (error as { statusCode?: number }).statusCode ?? 400;
+      void (reply as FastifyReply).code(status).type("application/problem+json").send(problemBody(status, error.message, req.url.split("?")[0]!));
+    },
+  });
   const categories = new Map(seed.categories.map((c) => [c.categoryID, c.name]));
   const baseChecks: RegistrationChecks = {
     // A URL the `uri` format refuses gets the reason the URL rules give (D28), e.g. its ASCII form.
@@ -240,7 +290,8 @@ export function createApp(options: AppOptions): FastifyInstance {
             : error.statusCode && error.statusCode >= 400 && error.statusCode < 500
               ? 400
               : 500;
-    if (status === 500) req.log.error(error);
+    if (status >= 500) req.log.error({ err: error }, "internal error");
+    else req.log.info({ refusal: error instanceof ProblemError ? (error.slug ?? status) : (error.code ?? status), status }, error instanceof ProblemError ? error.detail : error.message);
     const detail =
       status === 413 ? `The body exceeds ${bodyLimitBytes} bytes.` : status === 500 ? "Internal error." : error.message;
     const errors = error instanceof ProblemError ? error.errors : undefined;

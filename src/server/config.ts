@@ -38,7 +38,7 @@ const seedBusinessIDs = new Set(
 const validateConfig = createAjv({ allErrors: true }).compile(configSchema);
 
 /** Reads and validates a config file (src/server/config.schema.json); without a file, the default config. */
-export function loadConfig(file?: string): ServerConfig {
+export function loadConfig(file?: string, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const source = file ?? path.join(packageRoot, "src/server/default-config.json");
   let config: unknown;
   try {
@@ -47,7 +47,19 @@ export function loadConfig(file?: string): ServerConfig {
     throw new Error(`config ${source}: ${error instanceof SyntaxError ? "not JSON: " : ""}${(error as Error).message}`);
   }
   if (!validateConfig(config)) throw new Error(`config ${source}: ${describeSchemaErrors(validateConfig.errors).join("; ")}`);
-  const valid = config as Omit<ServerConfig, "tokenLifetimeSeconds"> & { tokenLifetimeSeconds?: number };
+  const valid = config as Omit<ServerConfig, "tokenLifetimeSeconds" | "clients"> & {
+    tokenLifetimeSeconds?: number;
+    clients: (Omit<ClientConfig, "clientSecret"> & { clientSecret?: string; clientSecretEnv?: string })[];
+  };
+  // A secret in the file or in the environment (D34), exactly one.
+  const clients: ClientConfig[] = valid.clients.map(({ clientSecretEnv, ...c }, i) => {
+    if ((c.clientSecret === undefined) === (clientSecretEnv === undefined)) {
+      throw new Error(`config ${source}: /clients/${i}: give exactly one of clientSecret and clientSecretEnv`);
+    }
+    const secret = c.clientSecret ?? env[clientSecretEnv!];
+    if (!secret) throw new Error(`config ${source}: /clients/${i}/clientSecretEnv: the environment variable ${clientSecretEnv} is not set or empty`);
+    return { ...c, clientSecret: secret };
+  });
   const ids = valid.clients.map((c) => c.clientId);
   const repeated = ids.find((id, i) => ids.indexOf(id) !== i);
   if (repeated) throw new Error(`config ${source}: /clients: the clientId ${repeated} appears twice`);
@@ -60,6 +72,6 @@ export function loadConfig(file?: string): ServerConfig {
       owner.set(id, i);
     }
   }
-  return { ...valid, tokenLifetimeSeconds: valid.tokenLifetimeSeconds ?? specTokenLifetimeSeconds };
+  return { ...valid, clients, tokenLifetimeSeconds: valid.tokenLifetimeSeconds ?? specTokenLifetimeSeconds };
 }
 

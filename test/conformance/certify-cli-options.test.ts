@@ -82,12 +82,13 @@ afterAll(async () => {
 
 const serverArgs = (url: string) => [
   "server", "--base-url", url, "--auth-url", url, "--control-url", url,
-  "--client-id", "id", "--client-secret", "secret", "--partner-email", "partner@example.com",
+  "--client-id", "id", "--client-secret", "secret", "--second-client-id", "id2", "--second-client-secret", "secret2", "--partner-email", "partner@example.com",
 ];
 
 describe("certify: options are checked before anything runs", () => {
   const cases: [string, () => string[], string][] = [
     ["an empty secret", () => [...serverArgs(counting.url), "--client-secret", ""], "--client-secret: must not be empty"],
+    ["a missing second client", () => serverArgs(counting.url).filter((a, i, all) => a !== "--second-client-id" && all[i - 1] !== "--second-client-id"), "--second-client-id: required (give it, or set PARTNER_PLATFORM_SECOND_CLIENT_ID)"],
     ["a malformed --base-url", () => [...serverArgs(counting.url), "--base-url", "notaurl"], '--base-url: must be an absolute http:// or https:// URL, got "notaurl"'],
     ["a receiver URL of another scheme", () => ["receiver", "--url", "ftp://example.com/hook", "--secret", "s"], '--url: must be an absolute http:// or https:// URL, got "ftp://example.com/hook"'],
     ["an empty webhook secret", () => ["receiver", "--url", "https://example.com/hook", "--secret", ""], "--secret: must not be empty"],
@@ -205,6 +206,12 @@ describe("certify: the implementation is checked before the checks", () => {
   it("names --clock when the implementation runs another clock", async () => {
     await expect(certifyServer(target(server.url, { clock: { kind: "scaled", factor: 0.001 } }))).rejects.toThrow(
       new SetupError("the implementation's clock is virtual but --clock is scaled:0.001: pass --clock virtual, or start it with CONFORMANCE_CLOCK=scaled:0.001"),
+    );
+  });
+
+  it("names --second-client-id/--second-client-secret when the token endpoint refuses the second client", async () => {
+    await expect(certifyServer(target(server.url, { secondClientSecret: "wrong" }))).rejects.toThrow(
+      new SetupError(`the token endpoint (${server.url}/oauth2/token) refused --second-client-id/--second-client-secret (HTTP 401 invalid_client): pass the credentials of a client the implementation knows`),
     );
   });
 

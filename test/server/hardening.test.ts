@@ -172,6 +172,23 @@ describe("webhook registration (D27, D28)", () => {
     expect(own.status).toBe(201);
   });
 
+  it("queues a business's events only for its owner's webhooks, even one registered before ownership was checked", async () => {
+    const server = shared;
+    // As if registered before D27, or before the business changed owner: stored directly.
+    await server.db.query(
+      "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('900000001', $1, 'https://does-not-resolve.invalid/intruder', $2, '4711', 'whsec-test-0123456789', 0)",
+      [globex.clientId, JSON.stringify(["review.created"])],
+    );
+    const own = await post(server, "/api/v2/webhooks", JSON.stringify({ url: "https://does-not-resolve.invalid/owner", events: ["review.created"], businessID: "4711", secret: "whsec-test-0123456789" }), {
+      "content-type": "application/json",
+      authorization: `Bearer ${await bearer(server)}`,
+    });
+    expect(own.status).toBe(201);
+    await server.engine.emit("review.created", "4711", { reviewID: "1", businessID: "4711", rating: 5, reviewer: { name: "A" }, createdAt: "2026-11-22T14:00:00Z" });
+    const { rows } = await server.db.query<{ webhook_id: string }>("SELECT DISTINCT webhook_id FROM attempts WHERE webhook_id IN ('900000001', $1)", [own.body.webhookID]);
+    expect(rows.map((r) => r.webhook_id)).toEqual([own.body.webhookID]);
+  });
+
   it.each(["https://example.com:99999/", "https://256.1.1.1/", "https://1.2.3.4.5/", "https://exa%20mple.com/", "https://user:pass@hooks.example.com/"])(
     "answers %s 422 at /url, never 500, and never echoes a password",
     async (url) => {
