@@ -242,8 +242,14 @@ export const brokenServers: BrokenServer[] = [
     id: "checks-url-schema-only",
     registration: (base) => ({ refuseUrl: async (url: string) => (urlFormProblem(url) ? undefined : base.refuseUrl(url)) }),
   },
-  // Any partner may subscribe to any business (the gap D27 closes).
+  // Any partner may subscribe to any business (the gap D27 closes); delivery still checks the owner.
   { id: "accepts-another-partners-business", registration: () => ({ owns: () => true }) },
+  // ... and delivery does not either: another partner's webhook gets the business's events.
+  {
+    id: "delivers-to-any-partner",
+    registration: () => ({ owns: () => true }),
+    parts: queuesFor("status = 'enabled' AND business_id = $3 AND events::jsonb ? $4"),
+  },
   { id: "accepts-over-long-url", registration: ignoresErrors((e) => e.pointer === "/url" && /more than/.test(e.detail)) },
   { id: "accepts-unknown-event-names", registration: ignoresErrors((e) => /^\/events\/\d+$/.test(e.pointer)) },
   { id: "accepts-empty-or-repeated-events", registration: ignoresErrors((e) => e.pointer === "/events" && !isRequired(e)) },

@@ -109,6 +109,9 @@ function registrationHint(status: number, body: unknown, url: string): string {
   if (pointers.includes("/url")) {
     return `during certification the implementation must accept the suite's loopback HTTPS receiver URLs (${url}); see "What to accept during certification" in ${guide} (the reference server does with --conformance)`;
   }
+  if (status === 403 && /business-forbidden$/.test(String((body as { type?: unknown } | undefined)?.type))) {
+    return "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)";
+  }
   if (status === 401 || status === 403) return "the client must be allowed every scope of the API (--client-id, --client-secret)";
   if (status === 404) return "--business-id and --other-business-id must name existing businesses";
   return `see ${guide}`;

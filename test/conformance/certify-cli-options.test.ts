@@ -209,6 +209,12 @@ describe("certify: the implementation is checked before the checks", () => {
     );
   });
 
+  it("names --business-id when the implementation says the business is not the client's", async () => {
+    await expect(certifyServer(target(server.url, { businessId: "4713" }), { only: ["event-id-has-evt-prefix"] })).rejects.toThrow(
+      "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)",
+    );
+  });
+
   it("names --second-client-id/--second-client-secret when the token endpoint refuses the second client", async () => {
     await expect(certifyServer(target(server.url, { secondClientSecret: "wrong" }))).rejects.toThrow(
       new SetupError(`the token endpoint (${server.url}/oauth2/token) refused --second-client-id/--second-client-secret (HTTP 401 invalid_client): pass the credentials of a client the implementation knows`),

@@ -29,6 +29,12 @@ describe("serve refuses bad configuration at start", () => {
 });
 
 describe("serve at start", () => {
+  it("names the demo clients in --help", async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", cli, "serve", "--help"], { env });
+    for (const c of loadConfig().clients) expect(stdout).toContain(`${c.clientId} / ${c.clientSecret}`);
+    expect(stdout).toContain("--log-level <level>");
+  });
+
   it("prints its base URL and, on the default config, the demo clients", async () => {
     const child = spawn(process.execPath, ["--import", "tsx", cli, "serve", "--port", "0", "--log-level", "silent"], { cwd: packageRoot, env });
     let out = "";
