@@ -16,6 +16,11 @@ export const brokenApis = [
   { id: "wrong-type-response-field", description: "Search answers each business's reviewCount as a string." },
   { id: "500-on-malformed-json", description: "A body that is not JSON gets a 500 instead of a 400 problem." },
   { id: "no-scope-check", description: "A token works for every operation, whatever scope it was issued for." },
+  { id: "no-failed-auth-throttle", description: "The token endpoint never throttles failed client authentication: every wrong secret is another 401." },
+  { id: "no-basic-client-auth", description: "The token endpoint refuses HTTP Basic client authentication (client_id and client_secret required in the form)." },
+  { id: "accepts-two-authentication-methods", description: "The token endpoint takes the form's credentials when HTTP Basic is sent too." },
+  { id: "last-repeated-parameter-wins", description: "The token endpoint reads a repeated form parameter as its last value." },
+  { id: "repairs-invalid-utf8", description: "JSON bodies are decoded leniently: bytes that are not UTF-8 become U+FFFD and the request succeeds." },
 ] as const satisfies readonly BrokenApi[];
 
 export type BrokenApiId = (typeof brokenApis)[number]["id"];
@@ -65,6 +70,31 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readBody(req);
     const path = (req.url ?? "").split("?")[0];
+
+    const isToken = req.method === token.method && path === token.path;
+    if (id === "no-failed-auth-throttle" && isToken) {
+      const answer = await forward(req, body);
+      if (answer.status !== 429) return reply(res, answer);
+      res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
+      return;
+    }
+    if (id === "no-basic-client-auth" && isToken && req.headers.authorization !== undefined) {
+      const form = new URLSearchParams(body.toString("utf8"));
+      if (!form.has("client_id")) {
+        res.writeHead(400, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_request", error_description: "/: must have required property 'client_id'" }));
+        return;
+      }
+    }
+    if (id === "accepts-two-authentication-methods" && isToken && new URLSearchParams(body.toString("utf8")).has("client_secret")) {
+      delete req.headers.authorization;
+      return reply(res, await forward(req, body));
+    }
+    if (id === "last-repeated-parameter-wins" && isToken) {
+      return reply(res, await forward(req, Buffer.from(new URLSearchParams(Object.fromEntries(new URLSearchParams(body.toString("utf8")))).toString())));
+    }
+    if (id === "repairs-invalid-utf8" && mediaTypeOf(req.headers["content-type"]) === "application/json") {
+      return reply(res, await forward(req, Buffer.from(body.toString("utf8"), "utf8")));
+    }
 
     if (id === "500-on-malformed-json" && mediaTypeOf(req.headers["content-type"]) === "application/json" && body.length > 0) {
       try {

@@ -1,11 +1,12 @@
 // The API checks, built from the contract: four for the token endpoint, and for each API operation
 // its success example, authentication, scope, bad bodies or queries, and generated inputs. Every
 // answer is validated against the OpenAPI document (status declared, headers, content type, body).
+import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { CheckFailed, defineCheck, expectThat, type Check } from "../framework/check.js";
 import type { Contract, Operation, QueryParameter, ResponseSeen } from "./contract.js";
 import { seen, type ApiContext } from "./context.js";
-import { arbitraryOf, flatten, mutationsOf, type Mutation } from "./schema-arbitrary.js";
+import { arbitraryOf, flatten, invalidUtf8Of, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
 type ApiCheck = Check<ApiContext>;
 type Json = Record<string, any>;
@@ -20,6 +21,8 @@ interface Input {
 interface InvalidInput extends Input {
   pointer: string;
   kind: string;
+  /** The body's bytes as sent, when the fault is in the bytes rather than the value (invalid UTF-8, D29). */
+  raw?: Buffer;
 }
 
 /** The answer has one of `statuses` and validates against the OpenAPI document. */
@@ -55,8 +58,8 @@ function successExample(op: Operation) {
 
 const bodyText = (op: Operation, body: unknown) => (op.body && body !== undefined ? JSON.stringify(body) : undefined);
 
-async function send(ctx: ApiContext, op: Operation, input: Input, token?: string): Promise<ResponseSeen> {
-  const body = bodyText(op, input.body);
+async function send(ctx: ApiContext, op: Operation, input: Input & { raw?: Buffer }, token?: string): Promise<ResponseSeen> {
+  const body = input.raw ?? bodyText(op, input.body);
   return ctx.call(op, { query: input.query, ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}), ...(token !== undefined ? { token } : {}) });
 }
 
@@ -129,6 +132,10 @@ function invalidVariants(contract: Contract, op: Operation, input: Input): Inval
   return out;
 }
 
+/** The input's body with bytes that are not UTF-8 (D29): a fault no JSON value can carry. */
+const utf8Variants = (op: Operation, input: Input): InvalidInput[] =>
+  op.body && input.body !== undefined ? [{ ...input, raw: invalidUtf8Of(JSON.stringify(input.body)), pointer: "", kind: "invalid-utf8" }] : [];
+
 const describeInput = (input: InvalidInput) => `${input.kind} at ${input.pointer || "the body"}`;
 
 // ---------------------------------------------------------------------------------------------
@@ -182,7 +189,85 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     refusal("token-rejects-unknown-scope", `A scope the API does not have gets ${contract.oauthErrorStatus("invalid_scope")} invalid_scope.`, `requests a token for ${unknownScope}`, "an unknown scope", "invalid_scope", (ctx) =>
       form(ctx, { scope: unknownScope }),
     ),
+    defineCheck<ApiContext>({
+      id: "token-issued-for-basic-authentication",
+      section: `${op.section}, D31`,
+      title: "Valid client credentials sent as HTTP Basic (RFC 6749 §2.3.1) instead of form parameters get a token.",
+      scenario: "requests a token with Authorization: Basic of --client-id and --client-secret, and no client_id or client_secret in the form",
+      async run(ctx) {
+        const response = await ctx.requestToken({ grant_type: "client_credentials", scope: contract.scopes.join(" ") }, { authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) });
+        expectAnswer(ctx, op, response, [successExample(op).status], "HTTP Basic client authentication");
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-rejects-two-authentication-methods",
+      section: `${op.section}, D31`,
+      title: `HTTP Basic together with client_secret in the form gets ${contract.oauthErrorStatus("invalid_request")} invalid_request (one method per request, RFC 6749 §2.3).`,
+      scenario: "requests a token with Authorization: Basic and client_id, client_secret in the form, all valid",
+      async run(ctx) {
+        const response = await ctx.requestToken(form(ctx), { authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) });
+        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_request")], "two authentication methods");
+        const error = jsonOf(response).error;
+        expectThat(error === "invalid_request", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_request", seen(response));
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-rejects-repeated-parameters",
+      section: `${op.section}, D11`,
+      title: `A form parameter sent twice gets ${contract.oauthErrorStatus("invalid_request")} invalid_request (RFC 6749 §3.2), never "last one wins".`,
+      scenario: "requests a token with valid credentials and scope twice, then client_id twice",
+      async run(ctx) {
+        const base = Object.entries(form(ctx)).filter(([k]) => k !== "scope") as [string, string][];
+        const cases: [string, [string, string][]][] = [
+          ["scope twice", [...base, ["scope", contract.scopes[0]!], ["scope", contract.scopes.join(" ")]]],
+          ["client_id twice", [...base, ["client_id", `${ctx.options.clientId}-other`]]],
+        ];
+        for (const [what, pairs] of cases) {
+          const response = await ctx.requestToken(pairs);
+          expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_request")], what);
+          const error = jsonOf(response).error;
+          expectThat(error === "invalid_request", `${what}: the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_request", seen(response));
+        }
+      },
+    }),
+    ...(contract.failedAuthThrottle ? [throttleCheck(contract, contract.failedAuthThrottle)] : []),
   ];
+}
+
+/** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded, then base64. */
+const basicOf = (id: string, secret: string) => {
+  const form = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
+  return `Basic ${Buffer.from(`${form(id)}:${form(secret)}`).toString("base64")}`;
+};
+
+/** D30: a made-up client id's failed-authentication budget, spent; the next request is 429 with Retry-After. */
+function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedAuthThrottle"]>): ApiCheck {
+  const op = contract.tokenOperation;
+  const limited = contract.problem("rate-limited").status;
+  return defineCheck<ApiContext>({
+    id: "token-throttles-failed-authentication",
+    section: `${op.section}, D30`,
+    title: `After ${budget.perClientId} failed authentications of one client_id within ${budget.windowSeconds} s, its next token request gets a ${limited} problem with Retry-After.`,
+    scenario: `requests a token ${budget.perClientId + 1} times for a made-up client id with a wrong secret (only that client id is throttled)`,
+    async run(ctx) {
+      // A fresh client id per run: the suite's own client is never locked out.
+      const clientId = `certify-throttle-${randomBytes(6).toString("hex")}`;
+      const attempt = () => ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" });
+      for (let i = 1; i <= budget.perClientId; i++) {
+        const response = await attempt();
+        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], `failed authentication ${i} of ${budget.perClientId}`);
+      }
+      const response = await attempt();
+      expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perClientId + 1}`);
+      const retryAfter = Number(response.headers["retry-after"]);
+      expectThat(
+        Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= budget.windowSeconds,
+        "Retry-After is not the whole seconds left in the window",
+        `1 to ${budget.windowSeconds}`,
+        response.headers["retry-after"] ?? "(none)",
+      );
+    },
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,6 +344,14 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         }),
       );
     }
+    if (declared(malformed)) {
+      checks.push(
+        check("invalid-utf8-gets-400", "D13, D29", `The example body with bytes that are not UTF-8 in a string gets a ${malformed} problem, never a 2xx (nothing repaired into U+FFFD and stored).`, `sends the example body to ${request} with 0xFF 0xFE at the start of its first string value`, async (ctx) => {
+          const response = await ctx.call(op, { query: example().input.query, body: invalidUtf8Of(JSON.stringify(example().input.body)), contentType: mediaType, token: await fullToken(ctx) });
+          expectAnswer(ctx, op, response, [malformed], "a body that is not UTF-8");
+        }),
+      );
+    }
     const unsupported = problemStatus("unsupported-media-type");
     if (declared(unsupported)) {
       checks.push(
@@ -331,7 +424,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     }),
     check("generated-invalid-inputs-get-4xx", "D13", `One-fault variants of generated inputs get a 4xx problem (never a 2xx or a 5xx) that validates.`, `sends a one-fault variant of each generated input to ${request} (--runs of them, from --seed)`, async (ctx) => {
       const token = await fullToken(ctx);
-      const arbitrary = validInputs(ctx.contract, op).chain((input) => fc.constantFrom(...invalidVariants(ctx.contract, op, input)));
+      const arbitrary = validInputs(ctx.contract, op).chain((input) => fc.constantFrom(...invalidVariants(ctx.contract, op, input), ...utf8Variants(op, input)));
       // Any declared client error but the two about the (valid, full-scope) token.
       const auth = [problemStatus("unauthenticated"), problemStatus("insufficient-scope")];
       const clientErrors = op.statuses.filter((s) => /^4\d\d$/.test(s)).map(Number).filter((s) => !auth.includes(s));

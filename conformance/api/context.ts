@@ -22,11 +22,13 @@ export const defaultRuns = 50;
 
 export interface CallInput {
   query?: Record<string, string>;
-  /** The raw body; sent with `contentType`. */
-  body?: string;
+  /** The raw body (bytes when they are not meant to be UTF-8); sent with `contentType`. */
+  body?: string | Buffer;
   contentType?: string;
   /** A bearer token, or none. */
   token?: string;
+  /** More headers (e.g. HTTP Basic at the token endpoint). */
+  headers?: Record<string, string>;
 }
 
 export interface ApiContext {
@@ -34,8 +36,8 @@ export interface ApiContext {
   contract: Contract;
   /** Sends one request to an operation and reads the whole answer. */
   call(op: Operation, input: CallInput): Promise<ResponseSeen>;
-  /** Posts a form to the token endpoint. */
-  requestToken(form: Record<string, string>): Promise<ResponseSeen>;
+  /** Posts a form to the token endpoint, as given (a parameter may repeat), with extra headers. */
+  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>): Promise<ResponseSeen>;
   /** A token with exactly these scopes, obtained once per set. */
   token(scopes: readonly string[]): Promise<string>;
 }
@@ -51,21 +53,21 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
   const tokens = new Map<string, Promise<string>>();
 
-  async function send(method: string, url: string, headers: Record<string, string>, body?: string): Promise<ResponseSeen> {
+  async function send(method: string, url: string, headers: Record<string, string>, body?: string | Buffer): Promise<ResponseSeen> {
     const response = await request(url, { method: method as "GET", headers, body });
     return { status: response.statusCode, headers: response.headers, text: await response.body.text() };
   }
 
   async function call(op: Operation, input: CallInput): Promise<ResponseSeen> {
     const query = input.query && Object.keys(input.query).length > 0 ? `?${new URLSearchParams(input.query)}` : "";
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { ...input.headers };
     if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
     if (input.body !== undefined) headers["content-type"] = input.contentType ?? "application/json";
     return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body);
   }
 
-  const requestToken = (form: Record<string, string>) =>
-    call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType });
+  const requestToken = (form: Record<string, string> | [string, string][], headers?: Record<string, string>) =>
+    call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType, headers });
 
   async function obtain(scopes: readonly string[]): Promise<string> {
     const response = await requestToken({

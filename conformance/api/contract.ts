@@ -64,6 +64,8 @@ export interface Contract {
   operations: Operation[];
   /** The operation served from `{auth_url}`: the token endpoint. */
   tokenOperation: Operation;
+  /** The token endpoint's failed-authentication budget (`x-failed-authentication-throttle`, D30), if it declares one. */
+  failedAuthThrottle?: { perClientId: number; perAddress: number; windowSeconds: number };
   /** The API operations (those that require a scope). */
   apiOperations: Operation[];
   /** Every scope of the API, from the security scheme. */
@@ -246,6 +248,7 @@ function buildContract(doc: Json): Contract {
     doc,
     operations,
     tokenOperation,
+    failedAuthThrottle: doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()]["x-failed-authentication-throttle"] as Contract["failedAuthThrottle"],
     apiOperations: operations.filter((o) => o.scopes.length > 0),
     scopes,
     problem(slug) {

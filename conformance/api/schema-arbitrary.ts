@@ -357,3 +357,14 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
   walk(schema, value, []);
   return isInvalid ? out.filter((m) => isInvalid(m.value)) : out;
 }
+
+/**
+ * The JSON text of a valid body with bytes that are not UTF-8 (0xFF 0xFE) at the start of its first string
+ * value: well-formed JSON otherwise, so only the encoding is wrong (D29). Without a string value, the bytes
+ * come first. A server must refuse it with a 4xx, never store U+FFFD in its place.
+ */
+export function invalidUtf8Of(text: string): Buffer {
+  const at = /:\s*"/.exec(text);
+  const cut = at ? at.index + at[0].length : 0;
+  return Buffer.concat([Buffer.from(text.slice(0, cut), "utf8"), Buffer.from([0xff, 0xfe]), Buffer.from(text.slice(cut), "utf8")]);
+}

@@ -3,11 +3,13 @@
 // product). The certification suite must catch every one with exactly the checks listed for it in
 // conformance/broken/server-expected-failures.json.
 import { createHmac } from "node:crypto";
+import { BlockList, isIP } from "node:net";
 import { interceptors } from "undici";
 import { newEventId } from "../../src/events/index.js";
 import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type PartsOverride } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
+import { urlFormProblem } from "../../src/server/ssrf.js";
 import type { DeliveryRules } from "../../src/spec.js";
 import { faultyRecorder } from "./recorder.js";
 
@@ -53,6 +55,19 @@ const queuesFor =
       return rows[0]!.n;
     },
   });
+
+/** The address check D22 had before it became an allowlist: seven IPv4 and four IPv6 ranges (loopback allowed, as while certifying). */
+function oldDenylist(url: string): string | undefined {
+  const denied = new BlockList();
+  for (const [net, bits] of [["0.0.0.0", 8], ["10.0.0.0", 8], ["100.64.0.0", 10], ["169.254.0.0", 16], ["172.16.0.0", 12], ["192.168.0.0", 16]] as const) {
+    denied.addSubnet(net, bits, "ipv4");
+  }
+  for (const [net, bits] of [["::", 128], ["fc00::", 7], ["fe80::", 10]] as const) denied.addSubnet(net, bits, "ipv6");
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  const plain = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(host)?.[1] ?? host;
+  const family = isIP(plain);
+  return family && denied.check(plain, family === 6 ? "ipv6" : "ipv4") ? `the host ${host} is private` : undefined;
+}
 
 let fixedId: string | undefined;
 
@@ -175,11 +190,13 @@ export const brokenServers: BrokenServer[] = [
   // -- The disable e-mail --------------------------------------------------------------------------
   { id: "no-disable-email", parts: () => ({ sendMail: async () => undefined }) },
   {
-    id: "sends-two-emails",
+    id: "sends-second-email-with-new-message-id",
     parts: (base) => ({
       async sendMail(mail) {
         await base.sendMail(mail);
-        await base.sendMail(mail);
+        // A repeat that a mail system cannot tell from a new notice.
+        const id = mail.headers?.["Message-ID"] ?? "<disabled@partner-platform.example>";
+        await base.sendMail({ ...mail, headers: { ...mail.headers, "Message-ID": id.replace("@", "-again@") } });
       },
     }),
   },
@@ -214,6 +231,24 @@ export const brokenServers: BrokenServer[] = [
         return base.errors(typeof b?.url === "string" ? { ...b, url: b.url.replace(/^http:/, "https:") } : body);
       },
     }),
+  },
+  // The denylist of seven IPv4 and four IPv6 ranges that D22 replaced with an allowlist.
+  {
+    id: "denylists-private-ranges-only",
+    registration: () => ({ refuseUrl: async (url: string) => urlFormProblem(url) ?? oldDenylist(url) }),
+  },
+  // URLs checked by the schema and the address only: userinfo, port 0, trailing dots and no host accepted.
+  {
+    id: "checks-url-schema-only",
+    registration: (base) => ({ refuseUrl: async (url: string) => (urlFormProblem(url) ? undefined : base.refuseUrl(url)) }),
+  },
+  // Any partner may subscribe to any business (the gap D27 closes); delivery still checks the owner.
+  { id: "accepts-another-partners-business", registration: () => ({ owns: () => true }) },
+  // ... and delivery does not either: another partner's webhook gets the business's events.
+  {
+    id: "delivers-to-any-partner",
+    registration: () => ({ owns: () => true }),
+    parts: queuesFor("status = 'enabled' AND business_id = $3 AND events::jsonb ? $4"),
   },
   { id: "accepts-over-long-url", registration: ignoresErrors((e) => e.pointer === "/url" && /more than/.test(e.detail)) },
   { id: "accepts-unknown-event-names", registration: ignoresErrors((e) => /^\/events\/\d+$/.test(e.pointer)) },

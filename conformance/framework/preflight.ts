@@ -51,7 +51,7 @@ export interface Credentials {
  * be granted (a suite that cannot run without them); without, the client's default scopes are asked
  * for, and any refusal but of the credentials is left to the checks.
  */
-export async function preflightToken(target: Credentials, scopes?: readonly string[]): Promise<void> {
+export async function preflightToken(target: Credentials, scopes?: readonly string[], flags = "--client-id/--client-secret"): Promise<void> {
   const url = `${target.authUrl.replace(/\/+$/, "")}${tokenPath}`;
   const form = new URLSearchParams({
     grant_type: "client_credentials",
@@ -73,7 +73,7 @@ export async function preflightToken(target: Credentials, scopes?: readonly stri
     throw new SetupError(`the token endpoint ${url} answered HTTP 404: --auth-url must be the authorization server's {auth_url}, where ${tokenPath} is served`);
   }
   if (error === "invalid_client" || response.status === 401) {
-    throw new SetupError(`the token endpoint (${url}) refused --client-id/--client-secret (${answer}): pass the credentials of a client the implementation knows`);
+    throw new SetupError(`the token endpoint (${url}) refused ${flags} (${answer}): pass the credentials of a client the implementation knows`);
   }
   if (!scopes) return;
   throw new SetupError(

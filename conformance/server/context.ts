@@ -25,8 +25,13 @@ export interface ServerSuiteOptions {
   partnerEmail: string;
   /** A business that serves `categoryId` at `zip` (default: the spec examples' 4711, 1000123, 10001). */
   businessId?: string;
-  /** Another existing business (default 4712). */
+  /** Another existing business of the same client (default 4712). */
   otherBusinessId?: string;
+  /** A second client (another partner) allowed webhooks::write, for the business-ownership checks (D27). */
+  secondClientId: string;
+  secondClientSecret: string;
+  /** A business of the second client, not of `clientId` (default 4713). */
+  secondClientBusinessId?: string;
   categoryId?: string;
   zip?: string;
 }
@@ -60,6 +65,8 @@ export interface ServerContext {
   register(endpoint: string, events: EventName[], businessID: string): Promise<RegisteredWebhook>;
   /** Posts a registration body as is, for the checks of registration rules. */
   registerRaw(body: unknown): Promise<RegistrationAnswer>;
+  /** The same as the second client (another partner, D27). */
+  registerRawAsSecondClient(body: unknown): Promise<RegistrationAnswer>;
   /** A fresh secret of the allowed length. */
   newSecret(): string;
   /** Runs a scenario once and shares its outcome among the checks that assert on it. */
@@ -99,7 +106,7 @@ export interface RetryObservation {
 }
 
 /** The businesses, category and zip code of the spec's examples, which the reference seed data serves. */
-export const defaultTargets = { businessId: "4711", otherBusinessId: "4712", categoryId: "1000123", zip: "10001" } as const;
+export const defaultTargets = { businessId: "4711", otherBusinessId: "4712", secondClientBusinessId: "4713", categoryId: "1000123", zip: "10001" } as const;
 
 const guide = "docs/implementing-a-server.md";
 
@@ -108,6 +115,9 @@ function registrationHint(status: number, body: unknown, url: string): string {
   const pointers = ((body as { errors?: { pointer?: string }[] } | undefined)?.errors ?? []).map((e) => e.pointer);
   if (pointers.includes("/url")) {
     return `during certification the implementation must accept the suite's loopback HTTPS receiver URLs (${url}); see "What to accept during certification" in ${guide} (the reference server does with --conformance)`;
+  }
+  if (status === 403 && /business-forbidden$/.test(String((body as { type?: unknown } | undefined)?.type))) {
+    return "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)";
   }
   if (status === 401 || status === 403) return "the client must be allowed every scope of the API (--client-id, --client-secret)";
   if (status === 404) return "--business-id and --other-business-id must name existing businesses";
@@ -156,6 +166,14 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     scopes: ["demand::search", "demand::request", "webhooks::write"],
   });
   api.use(renewExpiredTokens(api));
+  const secondApi = createPartnerClient({
+    baseUrl: options.baseUrl,
+    authUrl: options.authUrl,
+    clientId: options.secondClientId,
+    clientSecret: options.secondClientSecret,
+    scopes: ["webhooks::write"],
+  });
+  secondApi.use(renewExpiredTokens(secondApi));
   const scenarios = new Map<string, Promise<unknown>>();
   const count = (endpoint: string) => receiver.at(endpoint).length;
   const dueNowMs = conformance.dueNowRealSeconds * 1000;
@@ -244,6 +262,19 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     return { status: response.status, body: data ?? error };
   }
 
+  async function registerRawAsSecondClient(body: unknown): Promise<RegistrationAnswer> {
+    let answer: { error?: unknown; data?: unknown; response: Response };
+    try {
+      answer = await secondApi.POST("/api/v2/webhooks", { body: body as never });
+    } catch (error) {
+      throw new SetupError(`the second client (--second-client-id) could not get a token: ${(error as Error).message}`);
+    }
+    if (answer.response.status === 401) {
+      throw new SetupError("the second client's token was refused (HTTP 401): pass the credentials of a second client (another partner) with --second-client-id/--second-client-secret");
+    }
+    return { status: answer.response.status, body: answer.data ?? answer.error };
+  }
+
   return {
     options: resolved,
     api,
@@ -266,6 +297,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
       return { webhookID, endpoint, url, secret, events, businessID };
     },
     registerRaw,
+    registerRawAsSecondClient,
     newSecret,
     once<T>(key: string, scenario: () => Promise<T>): Promise<T> {
       if (!scenarios.has(key)) scenarios.set(key, scenario());

@@ -119,6 +119,7 @@ export async function certifyServer(options: CertifyServerOptions, run: RunOptio
     await preflightControl(target.controlUrl, target.clock);
     await preflightReach(target.baseUrl, "the API", "--base-url");
     await preflightToken(target, scopes);
+    await preflightToken({ authUrl: target.authUrl, clientId: target.secondClientId, clientSecret: target.secondClientSecret }, ["webhooks::write"], "--second-client-id/--second-client-secret");
     const ctx = createServerContext(target, receiver, smtp);
     return await runChecks("server", target.baseUrl, serverChecks, ctx, run);
   } finally {

@@ -1,5 +1,6 @@
 // Certifies the package's reference server in this process, optionally as one of the broken variants:
 // what the proof tests and the benchmark run.
+import type { ClientConfig } from "../../src/server/config.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
 import type { Db } from "../../src/server/store.js";
 import type { BrokenServer } from "../broken/servers.js";
@@ -26,7 +27,7 @@ async function emptied(db: Db): Promise<Db> {
 }
 
 export async function certifyReference(clock: ClockSetting, options: ReferenceOptions = {}, run: RunOptions = {}): Promise<SuiteReport> {
-  const client = loadConfig().clients[0]!;
+  const [client, second] = loadConfig().clients as [ClientConfig, ClientConfig];
   return certifyServer(
     {
       baseUrl: "",
@@ -34,12 +35,13 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
       controlUrl: "",
       clientId: client.clientId,
       clientSecret: client.clientSecret,
+      secondClientId: second.clientId,
+      secondClientSecret: second.clientSecret,
       partnerEmail: client.contactEmail,
       clock,
       async launch(env) {
         const server = await startServer({
           conformance: true,
-          allowPrivateWebhooks: true,
           databaseUrl: options.databaseUrl,
           ...(options.db ? { db: await emptied(options.db) } : {}),
           clock: clock.kind === "virtual" ? { mode: "virtual" } : { mode: "scaled", scale: clock.factor },

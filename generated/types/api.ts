@@ -33,7 +33,8 @@ export interface paths {
         /**
          * Register a webhook
          * @description Register a webhook that receives signed events for one business (source document, section 4.4).
-         *     Requires the scope `webhooks::write`. The business must exist (404 otherwise).
+         *     Requires the scope `webhooks::write`. The business must exist (404 otherwise) and be one the client acts
+         *     for (403 `business-forbidden` otherwise, DECISIONS D27): a partner never receives another partner's events.
          */
         post: operations["registerWebhook"];
         delete?: never;
@@ -457,6 +458,13 @@ export interface components {
             /** Format: int32 */
             reviewCount: number;
         };
+        /** @description 403 `business-forbidden`. */
+        BusinessForbiddenProblem: {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:business-forbidden";
+            /** @enum {number} */
+            status: 403;
+        } & WithRequired<components["schemas"]["Problem"], "type" | "status">;
         /**
          * @description Identifier of a business (pro).
          * @example 4711
@@ -838,7 +846,7 @@ export interface components {
          * @description Problem types of this API. The `type` member of every problem+json body is one of these.
          * @enum {string}
          */
-        ProblemType: "urn:partner-platform:problem:malformed-request" | "urn:partner-platform:problem:unauthenticated" | "urn:partner-platform:problem:insufficient-scope" | "urn:partner-platform:problem:not-found" | "urn:partner-platform:problem:payload-too-large" | "urn:partner-platform:problem:unsupported-media-type" | "urn:partner-platform:problem:validation-failed" | "urn:partner-platform:problem:rate-limited";
+        ProblemType: "urn:partner-platform:problem:malformed-request" | "urn:partner-platform:problem:unauthenticated" | "urn:partner-platform:problem:insufficient-scope" | "urn:partner-platform:problem:not-found" | "urn:partner-platform:problem:payload-too-large" | "urn:partner-platform:problem:unsupported-media-type" | "urn:partner-platform:problem:validation-failed" | "urn:partner-platform:problem:rate-limited" | "urn:partner-platform:problem:business-forbidden";
         /** @description 429 `rate-limited`. */
         RateLimitedProblem: {
             /** @enum {string} */
@@ -940,14 +948,18 @@ export interface components {
          * @example NY
          */
         StateCode: string;
-        /** @description Client-credentials token request (RFC 6749 section 4.4.2), form-encoded. */
+        /**
+         * @description Client-credentials token request (RFC 6749 section 4.4.2), form-encoded. The client authenticates either
+         *     with `client_id` and `client_secret` here or with HTTP Basic (the `Authorization` header), never both
+         *     (`invalid_request`, DECISIONS D31). Each parameter appears at most once (`invalid_request` otherwise).
+         */
         TokenRequest: {
             /** @enum {string} */
             grant_type: "client_credentials";
-            /** @description The partner's client identifier. */
-            client_id: string;
-            /** @description The partner's client secret. */
-            client_secret: string;
+            /** @description The partner's client identifier; required unless the client authenticates with HTTP Basic. */
+            client_id?: string;
+            /** @description The partner's client secret; required unless the client authenticates with HTTP Basic. */
+            client_secret?: string;
             /** @description Space-separated scopes, e.g. `demand::search demand::request`. Defaults to every scope the client is allowed. */
             scope?: string;
         };
@@ -1142,15 +1154,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["UnauthenticatedProblem"];
                 };
             };
-            /** @description 403: the token lacks the required scope. */
+            /**
+             * @description 403 of a webhook registration: the token lacks the scope (`insufficient-scope`, with `WWW-Authenticate`)
+             *     or the business belongs to another partner (`business-forbidden`, DECISIONS D27; `errors` points at it).
+             */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope. */
-                    "WWW-Authenticate": string;
+                    /** @description RFC 6750 challenge naming the required scope: always sent with `insufficient-scope`. */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["InsufficientScopeProblem"];
+                    "application/problem+json": components["schemas"]["InsufficientScopeProblem"] | components["schemas"]["BusinessForbiddenProblem"];
                 };
             };
             /** @description 404: a resource named in the request does not exist. */
@@ -1309,7 +1324,10 @@ export interface operations {
     getToken: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description HTTP Basic client authentication (RFC 6749 section 2.3.1): `Basic base64(urlencode(client_id):urlencode(client_secret))`, instead of the body's `client_id` and `client_secret`. */
+                authorization?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1344,6 +1362,8 @@ export interface operations {
             401: {
                 headers: {
                     "Cache-Control": "no-store";
+                    /** @description When the client authenticated with HTTP Basic: `Basic realm="partner-platform"` (RFC 6749 section 5.2). */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -101,6 +101,13 @@ export interface components {
             status: 409;
             detail: string;
         };
+        /** @description 403 `business-forbidden`. */
+        "PartnerPlatform.BusinessForbiddenProblem": {
+            /** @enum {string} */
+            type: "urn:partner-platform:problem:business-forbidden";
+            /** @enum {number} */
+            status: 403;
+        } & WithRequired<components["schemas"]["PartnerPlatform.Problem"], "type" | "status">;
         /**
          * @description Identifier of a business (pro).
          * @example 4711
@@ -172,7 +179,7 @@ export interface components {
          * @description Problem types of this API. The `type` member of every problem+json body is one of these.
          * @enum {string}
          */
-        "PartnerPlatform.ProblemType": "urn:partner-platform:problem:malformed-request" | "urn:partner-platform:problem:unauthenticated" | "urn:partner-platform:problem:insufficient-scope" | "urn:partner-platform:problem:not-found" | "urn:partner-platform:problem:payload-too-large" | "urn:partner-platform:problem:unsupported-media-type" | "urn:partner-platform:problem:validation-failed" | "urn:partner-platform:problem:rate-limited";
+        "PartnerPlatform.ProblemType": "urn:partner-platform:problem:malformed-request" | "urn:partner-platform:problem:unauthenticated" | "urn:partner-platform:problem:insufficient-scope" | "urn:partner-platform:problem:not-found" | "urn:partner-platform:problem:payload-too-large" | "urn:partner-platform:problem:unsupported-media-type" | "urn:partner-platform:problem:validation-failed" | "urn:partner-platform:problem:rate-limited" | "urn:partner-platform:problem:business-forbidden";
         /** @description 429 `rate-limited`. */
         "PartnerPlatform.RateLimitedProblem": {
             /** @enum {string} */

@@ -33,6 +33,8 @@ export class UsageError extends Error {
 export const secretEnv = {
   clientId: "PARTNER_PLATFORM_CLIENT_ID",
   clientSecret: "PARTNER_PLATFORM_CLIENT_SECRET",
+  secondClientId: "PARTNER_PLATFORM_SECOND_CLIENT_ID",
+  secondClientSecret: "PARTNER_PLATFORM_SECOND_CLIENT_SECRET",
   webhookSecret: webhookSecretEnv,
 } as const;
 
@@ -223,6 +225,9 @@ const serverCli: SuiteCli = {
       .option("--control-url <url>", "the implementation's Conformance Control API (required)")
       .addOption(new Option("--client-id <id>", "client allowed every scope (required)").env(secretEnv.clientId))
       .addOption(new Option("--client-secret <secret>", "its secret (required)").env(secretEnv.clientSecret))
+      .addOption(new Option("--second-client-id <id>", "a client of another partner, allowed webhooks::write (required: business ownership, D27)").env(secretEnv.secondClientId))
+      .addOption(new Option("--second-client-secret <secret>", "its secret (required)").env(secretEnv.secondClientSecret))
+      .option("--second-client-business-id <id>", "a business of the second client, not of --client-id", defaultTargets.secondClientBusinessId)
       .option("--partner-email <address>", "the client's contact address, where the disable e-mail must go (required)")
       .option("--clock <mode>", "virtual, or scaled:FACTOR (e.g. scaled:0.0001)", "virtual")
       .option("--business-id <id>", "a business that serves --category-id at --zip", defaultTargets.businessId)
@@ -244,6 +249,9 @@ const serverCli: SuiteCli = {
       controlUrl: flags.required("controlUrl", parse.httpUrl),
       clientId: flags.required("clientId"),
       clientSecret: flags.required("clientSecret"),
+      secondClientId: flags.required("secondClientId"),
+      secondClientSecret: flags.required("secondClientSecret"),
+      secondClientBusinessId: flags.required("secondClientBusinessId"),
       partnerEmail: flags.required("partnerEmail", parse.email),
       clock: flags.required("clock", (value) => {
         try {

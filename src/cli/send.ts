@@ -6,6 +6,8 @@ import { buildEnvelope, deliver, tlsDispatcher } from "../sender.js";
 import { eventNames, type EventName } from "../spec.js";
 import { nonEmpty, webhookSecretEnv } from "./verify.js";
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 const positive = (what: string) => (value: string) => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${what} must be a whole number of at least 1`);
@@ -47,9 +49,10 @@ export function sendCommand(): Command {
       let data: unknown;
       if (options.data) {
         try {
-          data = JSON.parse(await readFile(options.data, "utf8"));
+          // Bytes that are not UTF-8 are refused, never repaired into U+FFFD (D29).
+          data = JSON.parse(strictUtf8.decode(await readFile(options.data)));
         } catch (error) {
-          usage(`--data ${options.data}: ${(error as Error).message}`);
+          usage(`--data ${options.data}: ${error instanceof TypeError ? "not valid UTF-8" : (error as Error).message}`);
         }
       }
       let ca: string | undefined;

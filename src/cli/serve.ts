@@ -1,4 +1,5 @@
 // `partner-platform serve`: the reference server (API, durable webhook delivery, optional control port).
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseClockMode } from "../server/clock.js";
@@ -16,7 +17,39 @@ interface ServeFlags {
   allowPrivateWebhooks?: boolean;
   smtpUrl?: string;
   webhookCa?: string;
+  logLevel: string;
 }
+
+const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** A URL with one of `schemes` and a host, or an InvalidArgumentError saying so (D34: refused at start, naming the flag). */
+const urlOf = (schemes: string[], what: string) => (value: string) => {
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  if (!url || !schemes.includes(url.protocol) || !url.hostname) throw new InvalidArgumentError(`must be ${what}, got "${value}"`);
+  return value;
+};
+
+/** A PEM certificate file, read and parsed now: a wrong --webhook-ca would otherwise fail every delivery. */
+function pemFile(file: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(file, "utf8");
+  } catch (error) {
+    throw new InvalidArgumentError(`cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  try {
+    new X509Certificate(pem);
+  } catch {
+    throw new InvalidArgumentError(`${file} is not a PEM certificate`);
+  }
+  return pem;
+}
+
+/** The default config's clients, "id / secret (businesses ...)": public demo credentials. */
+const defaultClients = () =>
+  loadConfig()
+    .clients.map((c) => `${c.clientId} / ${c.clientSecret} (businesses ${c.businessIDs.join(", ")})`)
+    .join("; ");
 
 export function serveCommand(): Command {
   return new Command("serve")
@@ -33,8 +66,13 @@ export function serveCommand(): Command {
       4020,
     )
     .option("--config <file>", "JSON (src/server/config.schema.json): clients, tokenLifetimeSeconds, smtpUrl, allowPrivateWebhooks")
-    .addOption(new Option("--database-url <url>", "PostgreSQL; default: the embedded database").env("DATABASE_URL"))
-    .option("--data-dir <dir>", "folder of the embedded database (default: memory only)")
+    .addOption(
+      new Option("--database-url <url>", "PostgreSQL (postgres://...); default: the embedded database")
+        .env("DATABASE_URL")
+        .argParser(urlOf(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL with a host"))
+        .conflicts("dataDir"),
+    )
+    .option("--data-dir <dir>", "folder of the embedded database (default: memory only; not with --database-url)")
     .addOption(
       new Option("--clock <mode>", "real, virtual, or scaled:FACTOR (scaled:0.001: a 1 min wait takes 60 ms)")
         .env("CONFORMANCE_CLOCK")
@@ -48,13 +86,24 @@ export function serveCommand(): Command {
     )
     .option("--conformance", "enable the Conformance Control API under /conformance (never in production)")
     .option("--allow-private-webhooks", "accept webhook URLs on loopback and private networks (local testing)")
-    .addOption(new Option("--smtp-url <url>", "SMTP server for the webhook-disabled e-mail").env("SMTP_URL"))
-    .addOption(new Option("--webhook-ca <file>", "extra CA certificate (PEM) trusted for deliveries").env("WEBHOOK_CA_FILE"))
+    .addOption(
+      new Option("--smtp-url <url>", "SMTP server for the webhook-disabled e-mail (smtp:// or smtps://, may hold a password: prefer SMTP_URL)")
+        .env("SMTP_URL")
+        .argParser(urlOf(["smtp:", "smtps:"], "an smtp:// or smtps:// URL with a host")),
+    )
+    .addOption(new Option("--webhook-ca <file>", "extra CA certificate (PEM) trusted for deliveries").env("WEBHOOK_CA_FILE").argParser(pemFile))
+    .addOption(new Option("--log-level <level>", "the log's level (JSON lines on stderr)").choices(logLevels).default("info").env("LOG_LEVEL"))
+    .addHelpText(
+      "after",
+      `\nWithout --config, two demo clients are configured (src/server/default-config.json): ${defaultClients()}.\n` +
+        "A config file may take a client's secret from the environment (clientSecretEnv) and the SMTP URL from SMTP_URL.",
+    )
     .action(async (flags: ServeFlags) => {
+      const config = loadConfig(flags.config);
       const server = await startServer({
         host: flags.host,
         port: flags.port,
-        config: loadConfig(flags.config),
+        config,
         databaseUrl: flags.databaseUrl,
         dataDir: flags.dataDir,
         clock: flags.clock ?? { mode: "real" },
@@ -62,10 +111,14 @@ export function serveCommand(): Command {
         // Unset flags leave the config file's choice.
         allowPrivateWebhooks: flags.allowPrivateWebhooks,
         smtpUrl: flags.smtpUrl,
-        webhookCa: flags.webhookCa ? readFileSync(flags.webhookCa, "utf8") : undefined,
+        webhookCa: flags.webhookCa,
+        logLevel: flags.logLevel,
       });
       process.stdout.write(
-        `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n`,
+        `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n` +
+          `  API (base_url) and token endpoint (auth_url): ${server.url}\n` +
+          // The demo credentials are public (the spec's example); a real config's secrets are never printed.
+          (flags.config === undefined ? `  demo clients (default config, not for production): ${defaultClients()}\n` : ""),
       );
       await untilStopped();
       await server.close();

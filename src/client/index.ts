@@ -15,6 +15,11 @@ export interface PartnerClientOptions {
   authUrl: string;
   clientId: string;
   clientSecret: string;
+  /**
+   * How the client authenticates at the token endpoint (RFC 6749 §2.3.1, DECISIONS D31): `"body"`
+   * (client_id and client_secret as form parameters, the default) or `"basic"` (HTTP Basic).
+   */
+  clientAuthentication?: "body" | "basic";
   /** Scopes to request; the token covers all of them. */
   scopes: readonly Scope[];
   /** Injected fetch (tests, proxies); defaults to the global one. */
@@ -62,15 +67,22 @@ function createTokenSource(options: PartnerClientOptions, fetchImpl: (request: R
 
   async function request(): Promise<CachedToken> {
     const requestedAt = now();
-    const { data, error, response } = await auth.POST("/oauth2/token", {
-      headers: { "Content-Type": "application/x-www-form-urlencoded" },
-      body: {
-        grant_type: "client_credentials",
-        client_id: options.clientId,
-        client_secret: options.clientSecret,
-        scope: options.scopes.join(" "),
-      },
-    });
+    const scope = options.scopes.join(" ");
+    // RFC 6749 §2.3.1: each part form-urlencoded before base64.
+    const form = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
+    const { data, error, response } =
+      options.clientAuthentication === "basic"
+        ? await auth.POST("/oauth2/token", {
+            headers: {
+              "Content-Type": "application/x-www-form-urlencoded",
+              Authorization: `Basic ${btoa(`${form(options.clientId)}:${form(options.clientSecret)}`)}`,
+            },
+            body: { grant_type: "client_credentials", scope },
+          })
+        : await auth.POST("/oauth2/token", {
+            headers: { "Content-Type": "application/x-www-form-urlencoded" },
+            body: { grant_type: "client_credentials", client_id: options.clientId, client_secret: options.clientSecret, scope },
+          });
     if (!data) {
       const body = error && typeof error === "object" && "error" in error ? (error as OAuthError) : undefined;
       throw new TokenRequestError(response.status, body);

@@ -39,11 +39,16 @@ export type Kind =
   | "signature-changed" | "retry-waits-changed" | "attempt-timeout-changed" | "disable-threshold-changed"
   | "lead-expiry-changed" | "delivery-changed" | "version-mismatch" | "documentation";
 
-type Flow = "request" | "response" | "event";
+/** `error`: the problem+json body of a 4xx or 5xx answer. */
+type Flow = "request" | "response" | "error" | "event";
 type Effect = "narrower" | "wider" | "different";
 
 /** Whom a change of what a party accepts or sends breaks, by flow (D60). */
 function breaksOf(flow: Flow, effect: Effect): Consumer[] {
+  // Clients act on an error answer's status and show its title and detail (D13): a new problem type or
+  // cause is, like a new error status, something only servers must now produce. A problem type taken
+  // away (or renamed) still breaks a client that recognizes it.
+  if (flow === "error") return effect === "different" ? ["clients", "servers"] : ["servers"];
   const consumer: Consumer = flow === "event" ? "receivers" : "clients";
   if (flow === "request") return effect === "wider" ? ["servers"] : ["clients", "servers"];
   // Responses and events: a narrower schema can make what a server sends today invalid; a wider one
@@ -161,7 +166,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       else {
         const added = va.filter((v) => !vb.some((x) => JSON.stringify(x) === JSON.stringify(v)));
         const removed = vb.filter((v) => !va.some((x) => JSON.stringify(x) === JSON.stringify(v)));
-        for (const v of removed) schemaChange(inner, "enum-value-removed", "narrower", `value ${JSON.stringify(v)} removed`, "base");
+        for (const v of removed) schemaChange(inner, "enum-value-removed", ctx.flow === "error" ? "different" : "narrower", `value ${JSON.stringify(v)} removed`, "base");
         // Event names reach a client or receiver only as it subscribed to them: a new name breaks no one of them (D60).
         const gated = ctx.flow !== "request" && (ra.name === "EventName" || rb.name === "EventName");
         for (const v of added) schemaChange(inner, "enum-value-added", gated ? "none" : "wider", `value ${JSON.stringify(v)} added`);
@@ -204,7 +209,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
         kind: "property-removed",
         area: ctx.area,
         message: `${ctx.where} \`${join(name)}\`: removed`,
-        breaks: ctx.flow === "request" ? ["clients", "servers"] : [ctx.flow === "event" ? "receivers" : "clients"],
+        breaks: ctx.flow === "request" ? ["clients", "servers"] : ctx.flow === "error" ? ["servers"] : [ctx.flow === "event" ? "receivers" : "clients"],
         location: locate(base, "base", model ? `${model}.${name}` : undefined, model),
         ...(deprecated ? { removesDeprecated: message ?? true } : {}),
       });
@@ -350,7 +355,8 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     }
     for (const t of Object.keys(ca)) if (t in cb) compareSchema(cb[t].schema, ca[t].schema, ctx("request body", "request"));
 
-    // Responses, by status. A new error status breaks servers only: clients handle any 4xx problem (D13).
+    // Responses, by status. A new error status, like any change of an error's problem body, breaks servers
+    // only: clients handle any 4xx problem by its status (D13).
     const rb = (b.responses ?? {}) as Json;
     const ra = (a.responses ?? {}) as Json;
     for (const s of Object.keys(rb)) if (!(s in ra)) add({ kind: "response-removed", area: "rest", message: `${key}: ${s} response removed`, breaks: ["servers"], location: opLoc });
@@ -373,7 +379,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       for (const t of Object.keys(mb)) if (!(t in ma)) add({ kind: "media-type-removed", area: "rest", message: `${key} ${s} response: ${t} no longer sent`, breaks: ["servers"], location: opLoc });
       for (const t of Object.keys(ma)) {
         if (!(t in mb)) add({ kind: "media-type-added", area: "rest", message: `${key} ${s} response: ${t} may be sent`, breaks: ["clients"], location: opLoc });
-        else compareSchema(mb[t].schema, ma[t].schema, ctx(`${s} response`, "response"));
+        else compareSchema(mb[t].schema, ma[t].schema, ctx(`${s} response`, s.startsWith("2") ? "response" : "error"));
       }
     }
   }

@@ -3,7 +3,10 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import contentType from "content-type";
+import rateLimit from "@fastify/rate-limit";
+import { STATUS_CODES } from "node:http";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { packageRoot } from "../paths.js";
 import { eventExample, eventSchemaName, type EventName } from "../spec.js";
 import type { Clock } from "./clock.js";
@@ -12,8 +15,10 @@ import {
   bodyLimitBytes,
   controlProblem,
   controlValidator,
+  failedAuthBudget,
   fieldErrors,
   maxSearchResults,
+  problemTypeBySlug,
   problemTypes,
   queryErrors,
   schemaErrors,
@@ -21,9 +26,11 @@ import {
   type FieldError,
 } from "./contract.js";
 import type { DeliveryEngine } from "./delivery/index.js";
-import type { AddressPolicy } from "./ssrf.js";
+import { urlFormProblem, type AddressPolicy } from "./ssrf.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
+
+type Logger = FastifyBaseLogger;
 
 export interface AppOptions {
   db: Db;
@@ -35,7 +42,38 @@ export interface AppOptions {
   addressPolicy: AddressPolicy;
   conformance: boolean;
   registration?: RegistrationOverride;
+  /** Fastify's logger (pino, JSON lines, secrets redacted): the server's log. */
+  logger: Logger;
+  /** Connection bounds of the API port (D33); the defaults are `defaultTimeouts`. */
+  timeouts?: Partial<Timeouts>;
 }
+
+/** How long a client may take (D33): slow or idle connections are closed, so they cannot pile up. */
+export interface Timeouts {
+  /** To send the whole request head (slowloris); then 408 and the connection closed. */
+  headersMs: number;
+  /** To send the whole request, body included. */
+  requestMs: number;
+  /** A connection with nothing happening on it. */
+  idleMs: number;
+  /** A keep-alive connection between requests. */
+  keepAliveMs: number;
+  /** How often Node checks the first two (its default, 30 s, would let a slow head live that long). */
+  checkIntervalMs: number;
+}
+
+export const defaultTimeouts: Timeouts = { headersMs: 10_000, requestMs: 30_000, idleMs: 60_000, keepAliveMs: 5_000, checkIntervalMs: 1_000 };
+
+/** Failed client authentication, counted per client id and per source address (D30). */
+export interface TokenThrottle {
+  /** When either budget is spent, how long until it is renewed; undefined while both last. */
+  spent(req: FastifyRequest, clientId: string): Promise<{ retryAfterSeconds: number } | undefined>;
+  /** Counts one failed authentication against both budgets. */
+  failed(req: FastifyRequest, clientId: string): Promise<void>;
+}
+
+/** At most this many live tokens per client (D32): minting in a loop cannot grow the token table. */
+export const maxLiveTokensPerClient = 100;
 
 /** The checks of a webhook registration (D16): the seam through which conformance/broken drops one. */
 export interface RegistrationChecks {
@@ -43,6 +81,10 @@ export interface RegistrationChecks {
   errors(body: unknown): FieldError[];
   /** Whether the business exists (404 otherwise). */
   businessExists(businessID: string): boolean;
+  /** Whether the client acts for the business (D27; 403 otherwise). */
+  owns(clientId: string, businessID: string): boolean;
+  /** Why the URL may not be called (D22, D28; 422 at /url), or undefined. */
+  refuseUrl(url: string): Promise<string | undefined>;
 }
 
 export type RegistrationOverride = (base: RegistrationChecks) => Partial<RegistrationChecks>;
@@ -70,48 +112,173 @@ class ProblemError extends Error {
     readonly detail: string,
     readonly errors?: FieldError[],
     readonly headers: Record<string, string> = {},
+    /** The problem type's slug, where the status has more than one (403). */
+    readonly slug?: string,
   ) {
     super(detail);
   }
 }
 
-function problemBody(status: number, detail: string, instance: string, errors?: FieldError[]) {
-  const type = problemTypes.get(status) ?? "about:blank";
+function problemBody(status: number, detail: string, instance: string, errors?: FieldError[], typeSlug?: string) {
+  const type = (typeSlug ? problemTypeBySlug(typeSlug) : problemTypes.get(status)) ?? "about:blank";
   const slug = type.split(":").pop()!;
   const title = slug.charAt(0).toUpperCase() + slug.slice(1).replace(/-/g, " ");
   return { type, title, status, detail, instance, ...(errors?.length ? { errors } : {}) };
 }
 
+/** A form body as parsed, or why it cannot be read (the token endpoint answers invalid_request). */
+class FormInput {
+  constructor(
+    readonly params?: URLSearchParams,
+    readonly problem?: string,
+  ) {}
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * A body's text, or the problem with it (D29): a charset other than UTF-8 is 415, and bytes that are not
+ * UTF-8 are 400 pointing at the body, never repaired into U+FFFD and stored.
+ */
+function utf8Body(req: FastifyRequest, body: Buffer): string | ProblemError {
+  let charset: string | undefined;
+  try {
+    charset = contentType.parse(req.headers["content-type"] ?? "").parameters.charset;
+  } catch {
+    return new ProblemError(415, `Content-Type ${req.headers["content-type"]} cannot be parsed.`);
+  }
+  if (charset !== undefined && charset.toLowerCase() !== "utf-8") {
+    return new ProblemError(415, `charset=${charset} is not supported; send UTF-8 (charset=utf-8 or none).`);
+  }
+  try {
+    return strictUtf8.decode(body);
+  } catch {
+    return new ProblemError(400, "The body is not valid UTF-8.", [{ pointer: "", detail: "invalid UTF-8 byte sequence" }]);
+  }
+}
+
 // Opaque random tokens (D23), stored as their SHA-256 only: a copy of the database holds no usable token.
 const tokenHash = (token: string) => createHash("sha256").update(token).digest("hex");
+
+/** Client credentials from `Authorization: Basic` (RFC 6749 §2.3.1: each form-urlencoded), "malformed", or none. */
+function basicCredentials(header: string | undefined): { clientId: string; clientSecret: string } | "malformed" | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Basic\s+([A-Za-z0-9+/]+={0,2})$/i.exec(header.trim());
+  if (!match) return "malformed";
+  const decoded = strictUtf8Or(Buffer.from(match[1]!, "base64"));
+  const colon = decoded?.indexOf(":") ?? -1;
+  if (decoded === undefined || colon < 1) return "malformed";
+  try {
+    const unescape = (s: string) => decodeURIComponent(s.replace(/\+/g, " "));
+    return { clientId: unescape(decoded.slice(0, colon)), clientSecret: unescape(decoded.slice(colon + 1)) };
+  } catch {
+    return "malformed";
+  }
+}
+
+const strictUtf8Or = (bytes: Buffer): string | undefined => {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+};
 
 const oauthError = (reply: FastifyReply, status: 400 | 401, error: string, description: string) =>
   reply.code(status).header("cache-control", "no-store").send({ error, error_description: description });
 
+/**
+ * The token endpoint's throttle (D30) on @fastify/rate-limit: two counters in real time (an attack's
+ * pace is real, whatever the server's clock), read before authenticating and incremented only when
+ * authentication fails, so successful requests never count.
+ */
+function failedAuthThrottle(app: FastifyInstance): TokenThrottle {
+  void app.register(rateLimit, { global: false });
+  const clientOf = new WeakMap<FastifyRequest, string>();
+  const { perClientId, perAddress, windowSeconds } = failedAuthBudget;
+  let limiters: ReturnType<FastifyInstance["createRateLimit"]>[] | undefined;
+  // Made on first use: the plugin's decorator exists once the app is ready.
+  const counters = () =>
+    (limiters ??= [
+      app.createRateLimit({ max: perClientId, timeWindow: windowSeconds * 1000, keyGenerator: (req) => `client:${clientOf.get(req)}` }),
+      app.createRateLimit({ max: perAddress, timeWindow: windowSeconds * 1000, keyGenerator: (req) => `address:${req.ip}` }),
+    ]);
+  return {
+    async spent(req, clientId) {
+      clientOf.set(req, clientId);
+      const states = await Promise.all(counters().map((limit) => limit(req, { increment: false })));
+      const spent = states.filter((s) => !s.isAllowed && s.remaining === 0);
+      if (!spent.length) return undefined;
+      return { retryAfterSeconds: Math.max(1, ...spent.map((s) => (s.isAllowed ? 0 : s.ttlInSeconds))) };
+    },
+    async failed(req, clientId) {
+      clientOf.set(req, clientId);
+      await Promise.all(counters().map((limit) => limit(req)));
+    },
+  };
+}
+
 export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
-  const app = Fastify({ bodyLimit: bodyLimitBytes });
+  const timeouts = { ...defaultTimeouts, ...options.timeouts };
+  const app = Fastify({
+    bodyLimit: bodyLimitBytes,
+    loggerInstance: options.logger,
+    http: { headersTimeout: timeouts.headersMs, requestTimeout: timeouts.requestMs, connectionsCheckingInterval: timeouts.checkIntervalMs },
+    requestTimeout: timeouts.requestMs,
+    connectionTimeout: timeouts.idleMs,
+    keepAliveTimeout: timeouts.keepAliveMs,
+    // What Node's HTTP parser refuses (a malformed request line, a head over its limit, a slow head) is
+    // answered as problem+json too (D13), and logged.
+    clientErrorHandler: (error, socket) => {
+      const code = (error as { code?: string }).code;
+      const status = code === "HPE_HEADER_OVERFLOW" ? 431 : code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
+      options.logger.warn({ refusal: "client-error", code, status, remoteAddress: socket.remoteAddress }, "request refused by the HTTP parser");
+      if (!socket.writable) return socket.destroy();
+      const detail =
+        status === 431 ? "The request head is too large." : status === 408 ? "The request was not received in time." : "The request cannot be parsed as HTTP/1.1.";
+      const body = JSON.stringify(problemBody(status, detail, "/"));
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    },
+    // Fastify's own refusals (a URL it cannot decode, ...) go to the error handler: problem+json.
+    frameworkErrors: (error, req, reply) => {
+      const status = (error as { statusCode?: number }).statusCode ?? 400;
+      void (reply as FastifyReply).code(status).type("application/problem+json").send(problemBody(status, error.message, req.url.split("?")[0]!));
+    },
+  });
   const categories = new Map(seed.categories.map((c) => [c.categoryID, c.name]));
   const baseChecks: RegistrationChecks = {
-    errors: (body) => schemaErrors("WebhookRegistration", body),
+    // A URL the `uri` format refuses gets the reason the URL rules give (D28), e.g. its ASCII form.
+    errors: (body) =>
+      schemaErrors("WebhookRegistration", body).map((e) => {
+        const url = (body as { url?: unknown }).url;
+        const why = e.pointer === "/url" && /format/.test(e.detail) && typeof url === "string" ? urlFormProblem(url) : undefined;
+        return why ? { ...e, detail: why } : e;
+      }),
     businessExists: (id) => seed.businesses.some((b) => b.businessID === id),
+    owns: (clientId, id) => options.clients.some((c) => c.clientId === clientId && c.businessIDs.includes(id)),
+    refuseUrl: (url) => options.addressPolicy.refuseUrl(url),
   };
   const registration = { ...baseChecks, ...options.registration?.(baseChecks) };
+  const throttle = failedAuthThrottle(app);
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
+    const text = utf8Body(req, body as Buffer);
+    if (text instanceof ProblemError) return done(text, undefined);
     try {
-      done(null, body === "" ? undefined : JSON.parse(body as string));
+      done(null, text === "" ? undefined : JSON.parse(text));
     } catch (error) {
       done(new ProblemError(400, `The body is not valid JSON: ${(error as Error).message}`), undefined);
     }
   });
-  app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) => {
-    done(null, Object.fromEntries(new URLSearchParams(body as string)));
+  // The token endpoint answers in RFC 6749 terms, so what the form parser finds wrong is handed to it.
+  app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "buffer" }, (req, body, done) => {
+    const text = utf8Body(req, body as Buffer);
+    done(null, text instanceof ProblemError ? new FormInput(undefined, text.detail) : new FormInput(new URLSearchParams(text)));
   });
-  // Any other type is read as bytes so that the route can answer 415 (or, for the token endpoint, invalid_request).
-  app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
-
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
     const status =
       error instanceof ProblemError
@@ -123,7 +290,8 @@ export function createApp(options: AppOptions): FastifyInstance {
             : error.statusCode && error.statusCode >= 400 && error.statusCode < 500
               ? 400
               : 500;
-    if (status === 500) req.log.error(error);
+    if (status >= 500) req.log.error({ err: error }, "internal error");
+    else req.log.info({ refusal: error instanceof ProblemError ? (error.slug ?? status) : (error.code ?? status), status }, error instanceof ProblemError ? error.detail : error.message);
     const detail =
       status === 413 ? `The body exceeds ${bodyLimitBytes} bytes.` : status === 500 ? "Internal error." : error.message;
     const errors = error instanceof ProblemError ? error.errors : undefined;
@@ -132,7 +300,7 @@ export function createApp(options: AppOptions): FastifyInstance {
       .code(status)
       .headers(headers)
       .type("application/problem+json")
-      .send(problemBody(status, detail, req.url.split("?")[0]!, errors));
+      .send(problemBody(status, detail, req.url.split("?")[0]!, errors, error instanceof ProblemError ? error.slug : undefined));
   });
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).type("application/problem+json").send(problemBody(404, `No operation at ${req.method} ${req.url.split("?")[0]}.`, req.url.split("?")[0]!)),
@@ -152,9 +320,13 @@ export function createApp(options: AppOptions): FastifyInstance {
       throw new ProblemError(401, why, undefined, { "www-authenticate": `Bearer error="invalid_token", error_description="${why.slice(0, -1)}"` });
     }
     if (!token.scopes.split(" ").includes(scope)) {
-      throw new ProblemError(403, `This operation requires the scope ${scope}.`, undefined, {
-        "www-authenticate": `Bearer error="insufficient_scope", scope="${scope}"`,
-      });
+      throw new ProblemError(
+        403,
+        `This operation requires the scope ${scope}.`,
+        undefined,
+        { "www-authenticate": `Bearer error="insufficient_scope", scope="${scope}"` },
+        "insufficient-scope",
+      );
     }
     return token.client_id;
   }
@@ -174,21 +346,49 @@ export function createApp(options: AppOptions): FastifyInstance {
 
   app.post("/oauth2/token", async (req, reply) => {
     const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-    if (type !== "application/x-www-form-urlencoded" || typeof req.body !== "object" || Buffer.isBuffer(req.body)) {
+    if (type !== "application/x-www-form-urlencoded" || !(req.body instanceof FormInput)) {
       return oauthError(reply, 400, "invalid_request", "Send the parameters form-encoded (application/x-www-form-urlencoded).");
     }
-    const body = req.body as Record<string, string>;
+    if (req.body.problem) return oauthError(reply, 400, "invalid_request", req.body.problem);
+    const params = req.body.params!;
+    // RFC 6749 §3.2: parameters must not be included more than once.
+    const repeated = [...new Set(params.keys())].filter((k) => params.getAll(k).length > 1);
+    if (repeated.length) return oauthError(reply, 400, "invalid_request", `Each parameter may be sent once; repeated: ${repeated.join(", ")}.`);
+    const body = Object.fromEntries(params) as Record<string, string>;
+    const basic = basicCredentials(req.headers.authorization);
+    if (basic === "malformed") return oauthError(reply, 400, "invalid_request", "The Authorization header is not HTTP Basic client authentication (RFC 6749 §2.3.1).");
+    // One authentication method per request (RFC 6749 §2.3, D31).
+    if (basic && (body.client_secret !== undefined || (body.client_id !== undefined && body.client_id !== basic.clientId))) {
+      return oauthError(reply, 400, "invalid_request", "Authenticate with HTTP Basic or with client_id and client_secret in the body, not both.");
+    }
     if (body.grant_type !== undefined && body.grant_type !== "client_credentials") {
       return oauthError(reply, 400, "unsupported_grant_type", "Only grant_type=client_credentials is supported.");
     }
     const errors = schemaErrors("TokenRequest", body);
     if (errors.length) return oauthError(reply, 400, "invalid_request", errors.map((e) => `${e.pointer}: ${e.detail}`).join("; "));
-    const client = options.clients.find((c) => c.clientId === body.client_id);
+    const credentials = basic ?? { clientId: body.client_id, clientSecret: body.client_secret };
+    if (credentials.clientId === undefined || credentials.clientSecret === undefined) {
+      return oauthError(reply, 400, "invalid_request", "Send client_id and client_secret, or authenticate with HTTP Basic.");
+    }
+    const throttled = await throttle.spent(req, credentials.clientId);
+    if (throttled) {
+      req.log.warn({ clientId: credentials.clientId, retryAfter: throttled.retryAfterSeconds, refusal: "token-throttled" }, "token request throttled");
+      throw new ProblemError(429, `Too many failed client authentications; retry after ${throttled.retryAfterSeconds} seconds.`, undefined, {
+        "retry-after": String(throttled.retryAfterSeconds),
+        "cache-control": "no-store",
+      });
+    }
+    const client = options.clients.find((c) => c.clientId === credentials.clientId);
     const secretOk =
       client !== undefined &&
-      Buffer.byteLength(client.clientSecret) === Buffer.byteLength(body.client_secret!) &&
-      timingSafeEqual(Buffer.from(client.clientSecret), Buffer.from(body.client_secret!));
-    if (!client || !secretOk) return oauthError(reply, 401, "invalid_client", "Client authentication failed.");
+      Buffer.byteLength(client.clientSecret) === Buffer.byteLength(credentials.clientSecret) &&
+      timingSafeEqual(Buffer.from(client.clientSecret), Buffer.from(credentials.clientSecret));
+    if (!client || !secretOk) {
+      await throttle.failed(req, credentials.clientId);
+      req.log.warn({ clientId: credentials.clientId, refusal: "invalid-client" }, "client authentication failed");
+      if (basic) reply.header("www-authenticate", 'Basic realm="partner-platform"');
+      return oauthError(reply, 401, "invalid_client", "Client authentication failed.");
+    }
     const requested = body.scope ? body.scope.split(" ").filter(Boolean) : client.scopes;
     const refused = requested.filter((s) => !client.scopes.includes(s));
     if (refused.length) return oauthError(reply, 400, "invalid_scope", `Scope not allowed for this client: ${refused.join(" ")}`);
@@ -196,6 +396,11 @@ export function createApp(options: AppOptions): FastifyInstance {
     const now = clock.now();
     await db.transaction(async (tx) => {
       await tx.query("DELETE FROM tokens WHERE client_id = $1 AND expires_at <= $2", [client.clientId, now]);
+      // At most maxLiveTokensPerClient live tokens (D32): the one issued now replaces the oldest.
+      await tx.query(
+        "DELETE FROM tokens WHERE token_hash IN (SELECT token_hash FROM tokens WHERE client_id = $1 ORDER BY issued DESC OFFSET $2)",
+        [client.clientId, maxLiveTokensPerClient - 1],
+      );
       await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, $2, $3, $4)", [
         tokenHash(token),
         client.clientId,
@@ -285,7 +490,11 @@ export function createApp(options: AppOptions): FastifyInstance {
     if (!registration.businessExists(input.businessID)) {
       throw new ProblemError(404, `No business has the identifier ${input.businessID}.`, [{ pointer: "/businessID", detail: "unknown business" }]);
     }
-    const refused = await options.addressPolicy.refuseUrl(input.url);
+    // Another partner's business: its events carry that partner's customers (D27).
+    if (!registration.owns(clientId, input.businessID)) {
+      throw new ProblemError(403, `Business ${input.businessID} is not one this client acts for.`, [{ pointer: "/businessID", detail: "another partner's business" }], {}, "business-forbidden");
+    }
+    const refused = await registration.refuseUrl(input.url);
     if (refused) throw new ProblemError(422, `The webhook URL cannot be called: ${refused}.`, [{ pointer: "/url", detail: refused }]);
     const now = clock.now();
     const webhookID = await nextId(db);

@@ -23,6 +23,17 @@ export const problemTypes = new Map<number, string>(
     .map((s: Json) => [s.properties.status.enum[0] as number, s.properties.type.enum[0] as string]),
 );
 
+/** A problem type by its slug (`business-forbidden`), from the spec's ProblemType enum. */
+export const problemTypeBySlug = (slug: string): string | undefined =>
+  (openapi.components.schemas.ProblemType.enum as string[]).find((t) => t.endsWith(`:${slug}`));
+
+/** The token endpoint's failed-authentication budget (D30, `x-failed-authentication-throttle`). */
+export const failedAuthBudget = openapi.paths["/oauth2/token"].post["x-failed-authentication-throttle"] as {
+  perClientId: number;
+  perAddress: number;
+  windowSeconds: number;
+};
+
 /** Every scope the API grants (the `Scope` enum). */
 export const allScopes: readonly string[] = openapi.components.schemas.Scope.enum as string[];
 

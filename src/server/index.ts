@@ -6,14 +6,29 @@ import nodemailer from "nodemailer";
 import { Agent } from "undici";
 import { loadConformanceRules, loadDeliveryRules, type DeliveryRules } from "../spec.js";
 import { randomUUID } from "node:crypto";
-import { createApp, type RegistrationOverride } from "./app.js";
+import pino from "pino";
+import { createApp, type RegistrationOverride, type Timeouts } from "./app.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { buildParts, createDeliveryEngine, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
 import { addressPolicy } from "./ssrf.js";
-import { migrate, openEmbedded, openPostgres, type Db } from "./store.js";
+import { migrate, openEmbedded, openPostgres, recordOwners, type Db } from "./store.js";
 import { loadConfig, type ServerConfig } from "./config.js";
 
 export { loadConfig, type ServerConfig } from "./config.js";
+
+/** Log paths whose values are replaced by "[redacted]" (D33). */
+const redactedPaths = [
+  "req.headers.authorization",
+  "req.headers.cookie",
+  "*.authorization",
+  "*.client_secret",
+  "*.clientSecret",
+  "*.secret",
+  "*.password",
+  "*.access_token",
+  "*.token",
+  "*.smtpUrl",
+];
 
 export interface ServerOptions {
   host?: string;
@@ -35,7 +50,14 @@ export interface ServerOptions {
   virtualAttemptTimeoutMs?: number;
   /** At most this many delivery attempts in flight at once. */
   maxInFlight?: number;
+  /** Messages of the delivery loop; default: the server's log (JSON lines). */
   log?: (message: string) => void;
+  /** Level of the server's log (pino: fatal, error, warn, info, debug, trace, silent); default "silent" from code, `serve --log-level` info. */
+  logLevel?: string;
+  /** Where the log's JSON lines go; default stderr. */
+  logStream?: NodeJS.WritableStream;
+  /** Connection bounds of the API port (D33). */
+  timeouts?: Partial<Timeouts>;
   /**
    * Variants (conformance/broken, conformance/server/timings.ts): replaced delivery parts or
    * registration checks, changed delivery numbers. The reference server has none.
@@ -57,9 +79,18 @@ export interface RunningServer {
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const rules = options.rules ? options.rules(loadDeliveryRules()) : loadDeliveryRules();
   const config = options.config ?? loadConfig();
-  const log = options.log ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const logger = pino(
+    {
+      level: options.logLevel ?? "silent",
+      // Never a secret, token or password in the log (D33), whatever a future log call passes.
+      redact: { paths: redactedPaths, censor: "[redacted]" },
+    },
+    options.logStream ?? process.stderr,
+  );
+  const log = options.log ?? ((m: string) => logger.warn({ component: "delivery" }, m));
   const db = options.db ?? (options.databaseUrl ? await openPostgres(options.databaseUrl) : await openEmbedded(options.dataDir));
   await migrate(db);
+  await recordOwners(db, config.clients);
   const clockSetting = options.clock ?? { mode: "real" as const };
   const clock = createClock(clockSetting.mode, clockSetting);
   const smtpUrl = options.smtpUrl ?? config.smtpUrl;
@@ -120,6 +151,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxInFlight: options.maxInFlight,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     log,
+    outcomeLog: (o) => (o.ok ? logger.info({ delivery: o }, "delivery attempt succeeded") : logger.warn({ delivery: o }, `delivery attempt ${o.recorded}`)),
   });
   const app = createApp({
     db,
@@ -131,6 +163,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     addressPolicy: addresses,
     conformance: options.conformance ?? false,
     registration: options.registration,
+    logger,
+    timeouts: options.timeouts,
   });
   const host = options.host ?? "127.0.0.1";
   // The engine first: attempts in flight are handed back rather than waited for, whatever the API is doing.

@@ -1,49 +1,62 @@
-// SSRF protection (spec/DECISIONS.md D22): webhook URLs may not reach loopback, private, link-local,
-// CGNAT or unique-local addresses. Checked at registration, and at delivery by the connection's own
-// DNS look-up, so a name cannot resolve to a public address at the check and a private one at connect.
+// Webhook URL rules (spec/DECISIONS.md D22, D28): a webhook may only call a globally routable unicast
+// address (an allowlist, classified by ipaddr.js rather than a hand-kept range list), and its URL must
+// be one the server can call as written. Checked at registration, and at delivery by the connection's
+// own DNS look-up, so a name cannot resolve to a public address at the check and a private one at connect.
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { lookup } from "node:dns/promises";
-import { BlockList, isIP, type LookupFunction } from "node:net";
+import type { LookupFunction } from "node:net";
+import ipaddr from "ipaddr.js";
 
-const privateRanges = new BlockList();
-for (const [net, bits] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.168.0.0", 16],
-] as const) {
-  privateRanges.addSubnet(net, bits, "ipv4");
-}
-for (const [net, bits] of [
-  ["::", 128],
-  ["::1", 128],
-  ["fc00::", 7],
-  ["fe80::", 10],
-] as const) {
-  privateRanges.addSubnet(net, bits, "ipv6");
+/** The global unicast block of IPv6 (RFC 4291): everything outside it is local, special or unassigned. */
+const globalUnicast6 = ipaddr.parseCIDR("2000::/3");
+
+/** What an address is, as ipaddr.js names its ranges: "unicast" (global), "loopback", "private", ... */
+function classify(address: string): string {
+  if (!ipaddr.isValid(address)) return "invalid";
+  let parsed = ipaddr.parse(address);
+  // An IPv4-mapped IPv6 address reaches its IPv4 address.
+  if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  const range = parsed.range();
+  if (parsed.kind() === "ipv6" && range === "unicast" && !parsed.match(globalUnicast6)) return "not global unicast";
+  return range;
 }
 
-const loopback = new BlockList();
-loopback.addSubnet("127.0.0.0", 8, "ipv4");
-loopback.addAddress("::1", "ipv6");
-
-/** The IPv4 address inside an IPv4-mapped IPv6 address, or the address itself. */
-const unmapped = (address: string) => /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1] ?? address;
-const family = (address: string) => (isIP(address) === 6 ? "ipv6" : "ipv4");
+/** RFC 6761: these names are loopback, whatever a resolver says. */
+const isLoopbackName = (host: string) => host === "localhost" || host.endsWith(".localhost") || host === "localhost.localdomain";
 
 const hostOf = (url: string) => new URL(url).hostname.replace(/^\[|\]$/g, "");
-const refusal = (host: string, address: string, allowLoopback: boolean) =>
-  `the host ${host} resolves to a private or loopback address (${address}); ` +
-  (allowLoopback
-    ? "the reference server accepts private networks only with --allow-private-webhooks"
-    : "the reference server accepts loopback addresses with --conformance (certification) and private networks with --allow-private-webhooks");
 
-/** Which webhook addresses may be called (D22): never private ones; loopback too only while certifying. */
+const flagsHint = (allowLoopback: boolean) =>
+  allowLoopback
+    ? "the reference server accepts private networks only with --allow-private-webhooks"
+    : "the reference server accepts loopback addresses with --conformance (certification) and private networks with --allow-private-webhooks";
+
+const refusal = (host: string, address: string, range: string, allowLoopback: boolean) =>
+  `the host ${host} ${host === address ? "is" : `resolves to ${address}, which is`} not a public address (${range}); ${flagsHint(allowLoopback)}`;
+
+/**
+ * Why a webhook URL cannot be called as written (D28), before any look-up; undefined when it can.
+ * The schema's `uri` format lets through URLs that the WHATWG parser refuses or silently repairs.
+ */
+export function urlFormProblem(raw: string): string | undefined {
+  if (!URL.canParse(raw)) return "not a URL that can be called (its host, port or an escape cannot be parsed)";
+  // The parser repairs "https:///hook" into https://hook/ and reads backslashes as slashes: refuse both.
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#\\]*)/i.exec(raw)?.[1];
+  if (!authority) return "the URL has no host";
+  const url = new URL(raw);
+  if (authority.includes("@") || url.username || url.password) {
+    return "the URL must not contain a user name or password: they would be stored and shown; the webhook secret authenticates deliveries";
+  }
+  if (url.port === "0") return "port 0 cannot be called";
+  // The schema's `uri` is ASCII: an internationalized host is refused with the form to send instead.
+  if (/[^\x00-\x7f]/.test(authority)) return `an internationalized host must be sent in its ASCII form: ${url.hostname}`;
+  if (url.hostname.endsWith(".")) return `the host ends with a dot: write it as ${url.hostname.replace(/\.+$/, "")}`;
+  return undefined;
+}
+
+/** Which webhook addresses may be called (D22): only public ones; loopback too while certifying. */
 export interface AddressPolicy {
-  /** Why a URL whose host is an IP address may not be called; undefined for names and allowed addresses. */
+  /** Why a URL may not be called by its form (D28) or its IP address; undefined for names and allowed addresses. */
   refuseAddressUrl(url: string): string | undefined;
   /** Registration: why a webhook URL may not be called, or undefined when it may. */
   refuseUrl(url: string): Promise<string | undefined>;
@@ -53,25 +66,32 @@ export interface AddressPolicy {
 
 /**
  * The policy of a server: `allowLoopback` while the Conformance Control API is on (the suite's receiver
- * listens on 127.0.0.1, D22); `allowPrivate` (local testing) turns the check off.
+ * listens on 127.0.0.1, D22); `allowPrivate` (local testing) accepts every address.
  */
 export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?: boolean } = {}): AddressPolicy {
   const allowLoopback = options.allowLoopback ?? false;
-  const refused = (address: string): boolean => {
-    if (options.allowPrivate) return false;
-    const plain = unmapped(address);
-    if (allowLoopback && loopback.check(plain, family(plain))) return false;
-    return privateRanges.check(plain, family(plain));
+  /** The range that makes an address refused, or undefined when it may be called. */
+  const refusedRange = (address: string): string | undefined => {
+    if (options.allowPrivate) return undefined;
+    const range = classify(address);
+    if (range === "unicast" || (allowLoopback && range === "loopback")) return undefined;
+    return range;
   };
   const refuseAddressUrl = (url: string) => {
+    const form = urlFormProblem(url);
+    if (form) return form;
     const host = hostOf(url);
-    return isIP(host) && refused(host) ? refusal(host, host, allowLoopback) : undefined;
+    if (!options.allowPrivate && !allowLoopback && isLoopbackName(host)) return refusal(host, host, "a loopback name, RFC 6761", allowLoopback);
+    if (!ipaddr.isValid(host)) return undefined;
+    const range = refusedRange(host);
+    return range ? refusal(host, host, range, allowLoopback) : undefined;
   };
   return {
     refuseAddressUrl,
     async refuseUrl(url) {
-      const host = hostOf(url);
-      if (isIP(host) || options.allowPrivate) return refuseAddressUrl(url);
+      const refused = refuseAddressUrl(url);
+      const host = refused ? "" : hostOf(url);
+      if (refused || ipaddr.isValid(host) || options.allowPrivate) return refused;
       let addresses: LookupAddress[];
       let timer: NodeJS.Timeout | undefined;
       try {
@@ -88,14 +108,19 @@ export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?:
       } finally {
         clearTimeout(timer);
       }
-      const blocked = addresses.find((a) => refused(a.address));
-      return blocked ? refusal(host, blocked.address, allowLoopback) : undefined;
+      for (const a of addresses) {
+        const range = refusedRange(a.address);
+        if (range) return refusal(host, a.address, range, allowLoopback);
+      }
+      return undefined;
     },
     lookup: (hostname, lookupOptions, callback) => {
       dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
         if (error) return callback(error, "", 0);
-        const blocked = addresses.find((a) => refused(a.address));
-        if (blocked) return callback(Object.assign(new Error(refusal(hostname, blocked.address, allowLoopback)), { code: "EPRIVATEADDRESS" }), "", 0);
+        for (const a of addresses) {
+          const range = refusedRange(a.address);
+          if (range) return callback(Object.assign(new Error(refusal(hostname, a.address, range, allowLoopback)), { code: "EPRIVATEADDRESS" }), "", 0);
+        }
         if (lookupOptions.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
         return callback(null, addresses[0]!.address, addresses[0]!.family);
       });

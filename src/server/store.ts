@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS tokens (
   scopes text NOT NULL,
   expires_at bigint NOT NULL
 );
+-- The order tokens were issued in: the bound on live tokens drops the oldest (DECISIONS D32).
+ALTER TABLE tokens ADD COLUMN IF NOT EXISTS issued bigserial;
+CREATE INDEX IF NOT EXISTS tokens_client ON tokens (client_id, issued);
 CREATE SEQUENCE IF NOT EXISTS ids START 100000001;
 CREATE TABLE IF NOT EXISTS webhooks (
   id text PRIMARY KEY,
@@ -82,6 +85,12 @@ CREATE TABLE IF NOT EXISTS webhooks (
   created_at bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS webhooks_business ON webhooks (business_id);
+-- Which client owns which business (DECISIONS D27), from the configuration at each start: events are
+-- queued only for webhooks of the business's owner, whatever was registered before.
+CREATE TABLE IF NOT EXISTS business_owners (
+  business_id text PRIMARY KEY,
+  client_id text NOT NULL
+);
 CREATE TABLE IF NOT EXISTS requests (
   id text PRIMARY KEY,
   client_id text NOT NULL,
@@ -198,6 +207,16 @@ export async function migrate(db: Db): Promise<void> {
     await tx.query("SELECT pg_advisory_xact_lock(20261122)");
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
     await tx.query(RECORD_OUTCOMES);
+  });
+}
+
+/** Records the configuration's business owners (D27), replacing what an earlier start recorded. */
+export async function recordOwners(db: Db, clients: { clientId: string; businessIDs: string[] }[]): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.query("DELETE FROM business_owners");
+    for (const c of clients) {
+      for (const b of c.businessIDs) await tx.query("INSERT INTO business_owners (business_id, client_id) VALUES ($1, $2)", [b, c.clientId]);
+    }
   });
 }
 

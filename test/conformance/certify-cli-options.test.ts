@@ -25,6 +25,7 @@ import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 
 const client = loadConfig().clients[0]!;
+const second = loadConfig().clients[1]!;
 const execFileAsync = promisify(execFile);
 
 /** `certify ...` in this process, its output captured through commander's output hooks. */
@@ -81,12 +82,13 @@ afterAll(async () => {
 
 const serverArgs = (url: string) => [
   "server", "--base-url", url, "--auth-url", url, "--control-url", url,
-  "--client-id", "id", "--client-secret", "secret", "--partner-email", "partner@example.com",
+  "--client-id", "id", "--client-secret", "secret", "--second-client-id", "id2", "--second-client-secret", "secret2", "--partner-email", "partner@example.com",
 ];
 
 describe("certify: options are checked before anything runs", () => {
   const cases: [string, () => string[], string][] = [
     ["an empty secret", () => [...serverArgs(counting.url), "--client-secret", ""], "--client-secret: must not be empty"],
+    ["a missing second client", () => serverArgs(counting.url).filter((a, i, all) => a !== "--second-client-id" && all[i - 1] !== "--second-client-id"), "--second-client-id: required (give it, or set PARTNER_PLATFORM_SECOND_CLIENT_ID)"],
     ["a malformed --base-url", () => [...serverArgs(counting.url), "--base-url", "notaurl"], '--base-url: must be an absolute http:// or https:// URL, got "notaurl"'],
     ["a receiver URL of another scheme", () => ["receiver", "--url", "ftp://example.com/hook", "--secret", "s"], '--url: must be an absolute http:// or https:// URL, got "ftp://example.com/hook"'],
     ["an empty webhook secret", () => ["receiver", "--url", "https://example.com/hook", "--secret", ""], "--secret: must not be empty"],
@@ -172,6 +174,8 @@ describe("certify: the implementation is checked before the checks", () => {
     controlUrl: url,
     clientId: client.clientId,
     clientSecret: client.clientSecret,
+    secondClientId: second.clientId,
+    secondClientSecret: second.clientSecret,
     partnerEmail: client.contactEmail,
     clock: { kind: "virtual" },
     notice: () => undefined,
@@ -202,6 +206,18 @@ describe("certify: the implementation is checked before the checks", () => {
   it("names --clock when the implementation runs another clock", async () => {
     await expect(certifyServer(target(server.url, { clock: { kind: "scaled", factor: 0.001 } }))).rejects.toThrow(
       new SetupError("the implementation's clock is virtual but --clock is scaled:0.001: pass --clock virtual, or start it with CONFORMANCE_CLOCK=scaled:0.001"),
+    );
+  });
+
+  it("names --business-id when the implementation says the business is not the client's", async () => {
+    await expect(certifyServer(target(server.url, { businessId: "4713" }), { only: ["event-id-has-evt-prefix"] })).rejects.toThrow(
+      "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)",
+    );
+  });
+
+  it("names --second-client-id/--second-client-secret when the token endpoint refuses the second client", async () => {
+    await expect(certifyServer(target(server.url, { secondClientSecret: "wrong" }))).rejects.toThrow(
+      new SetupError(`the token endpoint (${server.url}/oauth2/token) refused --second-client-id/--second-client-secret (HTTP 401 invalid_client): pass the credentials of a client the implementation knows`),
     );
   });
 

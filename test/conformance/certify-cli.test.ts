@@ -48,7 +48,14 @@ describe("partner-platform certify server (CLI)", () => {
       "--pki-dir", path.join(dir, "pki"), "--smtp-port", String(smtpPort), "--receiver-port", String(await freePort()),
       "--junit", path.join(dir, "reports/junit.xml"), "--json", path.join(dir, "reports/report.json"),
     ];
-    const env = { ...process.env, PARTNER_PLATFORM_CLIENT_ID: client.clientId, PARTNER_PLATFORM_CLIENT_SECRET: client.clientSecret };
+    const second = loadConfig().clients[1]!;
+    const env = {
+      ...process.env,
+      PARTNER_PLATFORM_CLIENT_ID: client.clientId,
+      PARTNER_PLATFORM_CLIENT_SECRET: client.clientSecret,
+      PARTNER_PLATFORM_SECOND_CLIENT_ID: second.clientId,
+      PARTNER_PLATFORM_SECOND_CLIENT_SECRET: second.clientSecret,
+    };
     const { stdout, stderr } = await run(process.execPath, args, { cwd: packageRoot, env });
     expect(stderr).toBe("");
     const rows = stdout.split("\n").filter((line) => /^(PASS|FAIL|SKIP) /.test(line));

@@ -15,12 +15,14 @@ import { createNodeReceiver } from "../../examples/receivers/node-http.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
 
-const client = loadConfig().clients[0]!;
+const [client, second] = loadConfig().clients as [ReturnType<typeof loadConfig>["clients"][number], ReturnType<typeof loadConfig>["clients"][number]];
 const webhookSecret = "whsec-readme-recipe-0123456789";
 /** The value of each environment variable a recipe may name. */
 const secrets: Record<string, string> = {
   PARTNER_PLATFORM_CLIENT_ID: client.clientId,
   PARTNER_PLATFORM_CLIENT_SECRET: client.clientSecret,
+  PARTNER_PLATFORM_SECOND_CLIENT_ID: second.clientId,
+  PARTNER_PLATFORM_SECOND_CLIENT_SECRET: second.clientSecret,
   PARTNER_PLATFORM_WEBHOOK_SECRET: webhookSecret,
 };
 // An absolute `--import tsx`: the recipes run in a folder of their own, where `tsx` does not resolve.

@@ -23,8 +23,11 @@ function describeExamples(name: string, file: string, partnerApi: boolean): void
   // OpenAPI keywords (discriminator, format int32) are not JSON Schema vocabulary: not strict.
   const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
   ajv.addSchema({ ...openapi, $id: "openapi" });
+  // An inline schema (e.g. a 403 whose problem is one of two) refers into the document: resolve it there.
   const validatorOf = (schema: Json) =>
-    typeof schema.$ref === "string" ? ajv.getSchema(`openapi${schema.$ref}`)! : ajv.compile(schema);
+    typeof schema.$ref === "string"
+      ? ajv.getSchema(`openapi${schema.$ref}`)!
+      : ajv.compile(JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"openapi#/components/')) as Json);
 
 
   const operations = Object.entries(openapi.paths as Json).flatMap(([route, item]) =>

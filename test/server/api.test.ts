@@ -12,7 +12,7 @@ beforeAll(async () => {
   server = await startServer({
     clock: { mode: "virtual" },
     conformance: true,
-    config: { ...config, clients: [...config.clients, { clientId: "search-only", clientSecret: "search-only-secret", scopes: ["demand::search"], contactEmail: "s@example.com" }] },
+    config: { ...config, clients: [...config.clients, { clientId: "search-only", clientSecret: "search-only-secret", scopes: ["demand::search"], contactEmail: "s@example.com", businessIDs: [] }] },
     log: () => undefined,
   });
 });

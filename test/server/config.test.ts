@@ -43,6 +43,12 @@ describe("config file", () => {
     expect(() => loadConfig(source)).toThrow(`config ${source}: `);
   });
 
+  it("takes a client's secret from the environment variable clientSecretEnv names", async () => {
+    const source = await file("secret-env", JSON.stringify({ clients: [{ clientId: "a", clientSecretEnv: "A_SECRET", scopes: [], contactEmail: "ops@a.example", businessIDs: [] }] }));
+    expect(loadConfig(source, { A_SECRET: "secret-from-env" }).clients[0]).toMatchObject({ clientId: "a", clientSecret: "secret-from-env" });
+    expect(() => loadConfig(source, {})).toThrow("/clients/0/clientSecretEnv: the environment variable A_SECRET is not set or empty");
+  });
+
   it("makes serve exit non-zero with one line on stderr", async () => {
     const bad = await file("cli", JSON.stringify({ clients: [] }));
     const run = promisify(execFile)(process.execPath, ["--import", "tsx", path.join(packageRoot, "src/cli/main.ts"), "serve", "--config", bad, "--port", "0"]);
@@ -52,7 +58,7 @@ describe("config file", () => {
   });
 
   it("issues tokens with the configured lifetime and only the client's scopes", async () => {
-    const clients = [{ clientId: "short", clientSecret: "short-secret", scopes: ["demand::search"], contactEmail: "ops@short.example" }];
+    const clients = [{ clientId: "short", clientSecret: "short-secret", scopes: ["demand::search"], contactEmail: "ops@short.example", businessIDs: [] }];
     const server = await startServer({ clock: { mode: "virtual" }, conformance: true, config: { clients, tokenLifetimeSeconds: 60 }, log: () => undefined });
     try {
       const token = async (scope?: string) => {

@@ -171,7 +171,7 @@ describe("delivery", () => {
     expect(receiver.deliveries.length).toBe(before);
     const { rows } = await server.db.query<{ state: string; error: string }>("SELECT state, error FROM attempts WHERE attempt = 1 ORDER BY webhook_id");
     expect(rows.map((r) => r.state)).toEqual(["failed", "failed"]);
-    for (const r of rows) expect(r.error).toMatch(/private or loopback address/);
+    for (const r of rows) expect(r.error).toMatch(/not a public address/);
   });
 });
 

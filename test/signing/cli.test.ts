@@ -171,6 +171,15 @@ describe("partner-platform send", () => {
     expect(receiver.at("data")).toHaveLength(0);
   });
 
+  it("refuses a --data file that is not UTF-8 with one line, sending nothing (D29)", async () => {
+    const file = path.join(dir, "latin1.json");
+    await writeFile(file, Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]));
+    const result = await partnerPlatform(["send", "lead.created", "--url", receiver.url("latin1"), "--secret", secret, "--data", file, "--ca", caFile]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`error: --data ${file}: not valid UTF-8\n`);
+    expect(receiver.at("latin1")).toHaveLength(0);
+  });
+
   it("names the eight events when given another", async () => {
     const result = await partnerPlatform(["send", "lead.create", "--url", receiver.url("x"), "--secret", secret]);
     expect(result.code).toBe(2);

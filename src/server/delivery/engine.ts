@@ -17,6 +17,8 @@ export interface EngineOptions {
   /** Real ms after which another process's claim is taken over. */
   leaseMs: number;
   contactEmailFor: (clientId: string) => string | undefined;
+  /** Each attempt's outcome once recorded, for the server's log. */
+  outcomeLog?: (outcome: { webhookId: string; attemptId: string; attempt: number; ok: boolean; status?: number; error?: string; recorded: string }) => void;
   log: (message: string) => void;
   /** At most this many attempts in flight at once (claims are bounded by it). */
   maxInFlight?: number;
@@ -169,6 +171,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       attemptsUnderWay--;
     }
     const recorded = await record(outcome);
+    options.outcomeLog?.({ webhookId: a.webhookId, attemptId: String(a.id), attempt: a.attempt, ok: outcome.ok, status: outcome.status, error: outcome.error, recorded });
     if (recorded === "disabled") await sendPendingNotifications();
     else if (recorded === "failed" && outcome.retryAt !== undefined) wake(outcome.retryAt);
   }

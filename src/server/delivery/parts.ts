@@ -167,7 +167,10 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       const { rows } = await tx.query<{ n: number }>(
         `WITH queued AS (
            INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
-           SELECT $1, id, 1, $2 FROM webhooks WHERE status = 'enabled' AND business_id = $3 AND events::jsonb ? $4
+           SELECT $1, w.id, 1, $2 FROM webhooks w
+             -- Only the business owner's webhooks (D27): one partner's events never reach another.
+             JOIN business_owners o ON o.business_id = w.business_id AND o.client_id = w.client_id
+             WHERE w.status = 'enabled' AND w.business_id = $3 AND w.events::jsonb ? $4
            RETURNING 1)
          SELECT count(*)::int AS n FROM queued`,
         [event.id, event.at, event.businessId, event.name],

@@ -1,0 +1,54 @@
+// `partner-platform serve` at start (D34): bad flags are refused naming the flag, before anything opens;
+// a good start prints where it listens and, on the default config, the demo clients (D34).
+import { execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { packageRoot } from "../../src/paths.js";
+import { loadConfig } from "../../src/server/index.js";
+
+const cli = path.join(packageRoot, "src/cli/main.ts");
+const cases = JSON.parse(readFileSync(path.join(import.meta.dirname, "data/serve-flag-cases.json"), "utf8")) as {
+  refused: { args: string[]; flag: string; says: string }[];
+};
+// DATABASE_URL of the surrounding shell must not decide a case.
+const { DATABASE_URL: _ignored, ...env } = process.env;
+
+describe("serve refuses bad configuration at start", () => {
+  it.each(cases.refused.map((c) => [c.args.join(" "), c] as const))("%s", async (_name, c) => {
+    const args = c.args.map((a) => a.replace("{notPem}", path.join(packageRoot, "package.json")));
+    const run = promisify(execFile)(process.execPath, ["--import", "tsx", cli, "serve", "--port", "0", ...args], { env });
+    const failure = (await run.then(() => undefined, (e: unknown) => e)) as { code: number; stderr: string } | undefined;
+    expect(failure?.code).toBe(2);
+    const first = failure!.stderr.split("\n")[0]!;
+    expect(first).toContain(c.flag);
+    expect(first).toContain(c.says);
+  });
+});
+
+describe("serve at start", () => {
+  it("names the demo clients in --help", async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", cli, "serve", "--help"], { env });
+    for (const c of loadConfig().clients) expect(stdout).toContain(`${c.clientId} / ${c.clientSecret}`);
+    expect(stdout).toContain("--log-level <level>");
+  });
+
+  it("prints its base URL and, on the default config, the demo clients", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", cli, "serve", "--port", "0", "--log-level", "silent"], { cwd: packageRoot, env });
+    let out = "";
+    child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on("data", () => out.includes("demo clients") && resolve());
+        child.once("exit", (code) => reject(new Error(`serve exited with ${code}: ${out}`)));
+      });
+      expect(out).toMatch(/API \(base_url\) and token endpoint \(auth_url\): http:\/\/127\.0\.0\.1:\d+/);
+      for (const c of loadConfig().clients) expect(out).toContain(`${c.clientId} / ${c.clientSecret}`);
+    } finally {
+      child.kill("SIGINT");
+      if (child.exitCode === null) await once(child, "exit");
+    }
+  });
+});
