@@ -41,7 +41,10 @@ async function recipesOf(heading: string): Promise<Recipe[]> {
   expect(start, `README section "${heading}"`).toBeGreaterThan(0);
   const end = readme.indexOf("\n## ", start + 1);
   const section = readme.slice(start, end < 0 ? undefined : end);
-  return [...section.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].flatMap((m) => parse(m[1]!) as Recipe[]);
+  // The steps that run something; the others keep the reports (upload-artifact of reports/).
+  const steps = [...section.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].flatMap((m) => parse(m[1]!) as (Recipe & { uses?: string; with?: { path?: string } })[]);
+  for (const step of steps.filter((s) => !s.run)) expect(step.with?.path, `a step of "${heading}" that runs nothing`).toBe("reports/");
+  return steps.filter((s) => s.run);
 }
 
 /** Runs a recipe's `run` with bash -eo pipefail (what CI does), in `cwd`. */
@@ -85,7 +88,7 @@ async function expectCertified(result: { code: number; stdout: string; stderr: s
   expect(result.stdout).not.toMatch(/^FAIL /m);
   expect(result.stdout).toMatch(new RegExp(`^CERTIFIED: ${suite} suite against `, "m"));
   expect(result.code).toBe(0);
-  for (const file of [`reports/certify-${suite}.xml`, `reports/certify-${suite}.json`]) {
+  for (const file of [`reports/certify-${suite}.xml`, `reports/certify-${suite}.json`, `reports/certify-${suite}.html`]) {
     expect((await stat(path.join(cwd, file))).size, file).toBeGreaterThan(0);
   }
 }
