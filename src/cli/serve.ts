@@ -15,7 +15,15 @@ interface ServeFlags {
   allowPrivateWebhooks?: boolean;
   smtpUrl?: string;
   webhookCa?: string;
+  maxInFlight?: number;
+  maxInFlightPerWebhook?: number;
 }
+
+const wholeNumber = (min: number, max: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`a whole number from ${min} to ${max}`);
+  return n;
+};
 
 export function serveCommand(): Command {
   return new Command("serve")
@@ -49,6 +57,8 @@ export function serveCommand(): Command {
     .option("--allow-private-webhooks", "accept webhook URLs on loopback and private networks (local testing)")
     .addOption(new Option("--smtp-url <url>", "SMTP server for the webhook-disabled e-mail").env("SMTP_URL"))
     .addOption(new Option("--webhook-ca <file>", "extra CA certificate (PEM) trusted for deliveries").env("WEBHOOK_CA_FILE"))
+    .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), 256)
+    .option("--max-in-flight-per-webhook <n>", "attempts to one webhook at once, below its origin's 32 connections", wholeNumber(1, 31), 16)
     .action(async (flags: ServeFlags) => {
       const server = await startServer({
         host: flags.host,
@@ -62,6 +72,8 @@ export function serveCommand(): Command {
         allowPrivateWebhooks: flags.allowPrivateWebhooks,
         smtpUrl: flags.smtpUrl,
         webhookCa: flags.webhookCa ? readFileSync(flags.webhookCa, "utf8") : undefined,
+        maxInFlight: flags.maxInFlight,
+        maxInFlightPerWebhook: flags.maxInFlightPerWebhook,
       });
       process.stdout.write(
         `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n`,

@@ -5,7 +5,6 @@ import type { FastifyInstance } from "fastify";
 import nodemailer from "nodemailer";
 import { Agent } from "undici";
 import { loadConformanceRules, loadDeliveryRules, type DeliveryRules } from "../spec.js";
-import { randomUUID } from "node:crypto";
 import { createApp, type RegistrationOverride } from "./app.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { buildParts, createDeliveryEngine, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
@@ -33,8 +32,10 @@ export interface ServerOptions {
   webhookCa?: string;
   /** Real ms an unanswered attempt is given under a virtual clock (D24; default 1000). */
   virtualAttemptTimeoutMs?: number;
-  /** At most this many delivery attempts in flight at once. */
+  /** At most this many delivery attempts claimed and under way at once (default 256). */
   maxInFlight?: number;
+  /** At most this many attempts to one webhook at once (default 16, below the 32 connections per origin: D40). */
+  maxInFlightPerWebhook?: number;
   log?: (message: string) => void;
   /**
    * Variants (conformance/broken, conformance/server/timings.ts): replaced delivery parts or
@@ -79,6 +80,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // Extra CAs are added to the public ones, which stay trusted. Connecting (DNS, TCP, TLS) has the
   // attempt timeout too, and every name the connection resolves is checked against the policy (D22).
   const connectionsPerOrigin = 32;
+  const maxInFlightPerWebhook = options.maxInFlightPerWebhook ?? connectionsPerOrigin / 2;
+  if (!(Number.isInteger(maxInFlightPerWebhook) && maxInFlightPerWebhook >= 1 && maxInFlightPerWebhook < connectionsPerOrigin)) {
+    throw new Error(`attempts in flight per webhook must be a whole number from 1 to ${connectionsPerOrigin - 1}, got ${maxInFlightPerWebhook}`);
+  }
   const dispatcher = new Agent({
     connections: connectionsPerOrigin,
     connect: {
@@ -88,7 +93,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ...(options.webhookCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.webhookCa] }) } : {}),
     },
   });
-  const owner = randomUUID();
+  const owner = await db.claimOwner();
   // A claim older than any attempt can last (DNS, connect, answer, body) belongs to a process that
   // died, and is taken over. Real time: it is about processes.
   const leaseMs = 3 * timeoutMs + 10_000;
@@ -118,6 +123,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     owner,
     leaseMs,
     maxInFlight: options.maxInFlight,
+    maxInFlightPerWebhook,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     log,
   });

@@ -92,7 +92,7 @@ export function serveCalls(handlers: Record<string, (args: any) => unknown>): vo
 }
 
 /** `partner-platform serve` as a user runs it (the CLI, in a process of its own); resolves once it listens. */
-export async function startServe(args: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop(): Promise<void> }> {
+export async function startServe(args: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stderr(): string; stop(): Promise<void> }> {
   const child = spawn(process.execPath, [...(process.env.BENCH_SERVE_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", path.join(root, "src/cli/main.ts"), "serve", ...args], {
     cwd: root,
     env: { ...process.env, ...env },
@@ -112,8 +112,9 @@ export async function startServe(args: string[], env: Record<string, string> = {
   return {
     child,
     url,
+    stderr: () => err,
     async stop() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
       await once(child, "exit");
     },

@@ -7,7 +7,7 @@ import { serveCalls } from "./procs.js";
 
 const pki = await issueServerCertificate(await createTestCa(), "127.0.0.1");
 const counts = new Map<string, number>();
-/** Per event id: arrival time (ms since the epoch) of its last attempt, and how many were made. */
+/** Per endpoint and event id: arrival time (ms since the epoch) of its last attempt, and how many were made. */
 const events = new Map<string, { last: number; attempts: number }>();
 /** Per attempt number (2 = first retry): real gaps since the previous attempt of the same event. */
 const gaps = new Map<number, number[]>();
@@ -19,21 +19,25 @@ const server = https.createServer({ cert: pki.cert, key: pki.key, keepAliveTimeo
   req.on("end", () => {
     const url = req.url ?? "/";
     counts.set(url, (counts.get(url) ?? 0) + 1);
+    let seen: { last: number; attempts: number } | undefined;
     if (trackEvents && chunks.length) {
       const now = performance.timeOrigin + performance.now();
-      const id = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id?: string }).id;
-      if (id) {
-        const seen = events.get(id);
+      const id = `${url} ${(JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id?: string }).id}`;
+      {
+        seen = events.get(id);
         if (seen) {
           seen.attempts++;
           const list = gaps.get(seen.attempts) ?? [];
           list.push(now - seen.last);
           gaps.set(seen.attempts, list);
           seen.last = now;
-        } else events.set(id, { last: now, attempts: 1 });
+        } else events.set(id, (seen = { last: now, attempts: 1 }));
       }
     }
-    res.writeHead(url.startsWith("/fail/") ? 500 : 200, { "content-type": "text/plain" }).end("ok");
+    // /fail/*: every attempt fails; /fail-third/*: every third attempt at the endpoint fails (never 5 in
+    // a row, so its webhook is not disabled) — unless it is a retry, which succeeds.
+    const fail = url.startsWith("/fail/") || (url.startsWith("/fail-third/") && (seen?.attempts ?? 1) === 1 && counts.get(url)! % 3 === 1);
+    res.writeHead(fail ? 500 : 200, { "content-type": "text/plain" }).end("ok");
   });
 });
 server.listen(0, "127.0.0.1");
