@@ -287,7 +287,9 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       kickedMeanwhile = false;
       const busy = [...webhooks].filter(([, w]) => w.claimed > claimPerWebhook).map(([id]) => id);
       const due = await parts.claim(now, maxInFlight - attemptsUnderWay, { busy, perWebhook: claimPerWebhook });
-      started.push(...due.map((a) => track(run(a), `attempt ${a.id}`)));
+      const runs = due.map((a) => track(run(a), `attempt ${a.id}`));
+      // Kept only to be waited for: a run in the background may claim a whole backlog.
+      if (waitForAttempts) started.push(...runs);
       if (due.length > 0) continue;
       if (busy.length === 0) break;
       // Only busy webhooks may have more due: claim again when one of them can take more.
