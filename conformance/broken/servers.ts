@@ -157,8 +157,8 @@ export const brokenServers: BrokenServer[] = [
     parts: (base, ctx) => {
       const atClaim = new Map<string, number>();
       return {
-        async claim(now, limit) {
-          const claimed = await base.claim(now, limit);
+        async claim(now, limit, spread) {
+          const claimed = await base.claim(now, limit, spread);
           const { rows } = await ctx.db.query<{ id: string; consecutive_failures: number }>(
             "SELECT id, consecutive_failures FROM webhooks WHERE id = ANY($1)",
             [claimed.map((a) => a.webhookId)],

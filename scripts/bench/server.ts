@@ -1,6 +1,5 @@
 // The reference server and the server certification: certification wall time (virtual and scaled
-// time), delivery throughput against a bare undici loop, and retry lateness in scaled time.
-import { Agent, request } from "undici";
+// time) and retry lateness in scaled time (throughput: scripts/bench/delivery.ts).
 import { certifyReference } from "../../conformance/server/reference.js";
 import { answers, startReceiver } from "../../conformance/harness/receiver.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
@@ -22,49 +21,8 @@ function percentile(values: number[], p: number): number {
 
 const bench: Bench = async () => {
   const results = [];
-  // Throughput: N events to one webhook, against N bare POSTs of the same size with the same
-  // connection pool. Two rounds each, alternating; the second (warm) round counts.
-  const n = 300;
+  // Delivery throughput is measured by scripts/bench/delivery.ts, every arm in a process of its own.
   const receiver = await startReceiver();
-  const agent = new Agent({ connections: 32, connect: { ca: receiver.pki.caCert } });
-  const body = Buffer.alloc(400, 120);
-  const bareRound = async () => {
-    const start = performance.now();
-    await Promise.all(
-      Array.from({ length: n }, async () => {
-        const r = await request(receiver.url("bare"), { method: "POST", body, headers: { "content-type": "application/json" }, dispatcher: agent });
-        await r.body.dump();
-      }),
-    );
-    return n / ((performance.now() - start) / 1000);
-  };
-  // The throughput of answered attempts: a cold burst of TLS handshakes must not count as unanswered.
-  const server = await startServer({
-    clock: { mode: "virtual" },
-    virtualAttemptTimeoutMs: 10_000,
-    allowPrivateWebhooks: true,
-    webhookCa: receiver.pki.caCert,
-    log: () => undefined,
-  });
-  await server.db.query(
-    "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('1', $1, $2, $3, '4711', 'whsec-bench-0123456789', 0)",
-    [client.clientId, receiver.url("engine"), JSON.stringify(["review.created"])],
-  );
-  const engineRound = async () => {
-    for (let i = 0; i < n; i++) await server.engine.emit("review.created", "4711", { reviewID: String(i + 1), businessID: "4711", rating: 5, reviewer: { name: "B" }, createdAt: "2026-11-22T14:00:00Z" });
-    const before = receiver.at("engine").length;
-    const start = performance.now();
-    await server.engine.runDue();
-    return (receiver.at("engine").length - before) / ((performance.now() - start) / 1000);
-  };
-  let [bareRate, engineRate] = [0, 0];
-  for (let round = 0; round < 2; round++) [bareRate, engineRate] = [await bareRound(), await engineRound()];
-  await server.close();
-  results.push({
-    name: `delivery throughput, ${n} signed deliveries to one local HTTPS receiver (claim, sign, POST, record)`,
-    value: `${Math.round(engineRate)}/s = ${(engineRate / bareRate).toFixed(2)}x a bare undici POST loop (${Math.round(bareRate)}/s)`,
-  });
-
   // Lateness of retries in scaled time: one event to many webhooks, each failing its first attempt
   // (one failure per webhook, far from disabling); each retry is due one first wait later.
   const scale = 0.001;
@@ -85,7 +43,6 @@ const bench: Bench = async () => {
     return retry!.arrivedAt - first!.arrivedAt - firstWaitMs;
   });
   await scaledServer.close();
-  await agent.close();
   await receiver.close();
   results.push({
     name: `retry lateness, scaled time ${scale} (${webhooks} retries due ${firstWaitMs} ms after their failure; first arrival to retry arrival, minus the wait)`,

@@ -18,7 +18,15 @@ interface ServeFlags {
   smtpUrl?: string;
   webhookCa?: string;
   logLevel: string;
+  maxInFlight?: number;
+  maxInFlightPerWebhook?: number;
 }
+
+const wholeNumber = (min: number, max: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`a whole number from ${min} to ${max}`);
+  return n;
+};
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
@@ -98,6 +106,8 @@ export function serveCommand(): Command {
       `\nWithout --config, two demo clients are configured (src/server/default-config.json): ${defaultClients()}.\n` +
         "A config file may take a client's secret from the environment (clientSecretEnv) and the SMTP URL from SMTP_URL.",
     )
+    .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), 256)
+    .option("--max-in-flight-per-webhook <n>", "attempts to one webhook at once, below its origin's 32 connections", wholeNumber(1, 31), 16)
     .action(async (flags: ServeFlags) => {
       const config = loadConfig(flags.config);
       const server = await startServer({
@@ -113,6 +123,8 @@ export function serveCommand(): Command {
         smtpUrl: flags.smtpUrl,
         webhookCa: flags.webhookCa,
         logLevel: flags.logLevel,
+        maxInFlight: flags.maxInFlight,
+        maxInFlightPerWebhook: flags.maxInFlightPerWebhook,
       });
       process.stdout.write(
         `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n` +

@@ -48,8 +48,10 @@ export interface ServerOptions {
   webhookCa?: string;
   /** Real ms an unanswered attempt is given under a virtual clock (D24; default 1000). */
   virtualAttemptTimeoutMs?: number;
-  /** At most this many delivery attempts in flight at once. */
+  /** At most this many delivery attempts claimed and under way at once (default 256). */
   maxInFlight?: number;
+  /** At most this many attempts to one webhook at once (default 16, below the 32 connections per origin: D40). */
+  maxInFlightPerWebhook?: number;
   /** Messages of the delivery loop; default: the server's log (JSON lines). */
   log?: (message: string) => void;
   /** Level of the server's log (pino: fatal, error, warn, info, debug, trace, silent); default "silent" from code, `serve --log-level` info. */
@@ -110,6 +112,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // Extra CAs are added to the public ones, which stay trusted. Connecting (DNS, TCP, TLS) has the
   // attempt timeout too, and every name the connection resolves is checked against the policy (D22).
   const connectionsPerOrigin = 32;
+  const maxInFlightPerWebhook = options.maxInFlightPerWebhook ?? connectionsPerOrigin / 2;
+  if (!(Number.isInteger(maxInFlightPerWebhook) && maxInFlightPerWebhook >= 1 && maxInFlightPerWebhook < connectionsPerOrigin)) {
+    throw new Error(`attempts in flight per webhook must be a whole number from 1 to ${connectionsPerOrigin - 1}, got ${maxInFlightPerWebhook}`);
+  }
   const dispatcher = new Agent({
     connections: connectionsPerOrigin,
     connect: {
@@ -119,7 +125,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ...(options.webhookCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.webhookCa] }) } : {}),
     },
   });
-  const owner = randomUUID();
+  const owner = await db.claimOwner();
   // A claim older than any attempt can last (DNS, connect, answer, body) belongs to a process that
   // died, and is taken over. Real time: it is about processes.
   const leaseMs = 3 * timeoutMs + 10_000;
@@ -149,6 +155,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     owner,
     leaseMs,
     maxInFlight: options.maxInFlight,
+    maxInFlightPerWebhook,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     log,
     outcomeLog: (o) => (o.ok ? logger.info({ delivery: o }, "delivery attempt succeeded") : logger.warn({ delivery: o }, `delivery attempt ${o.recorded}`)),

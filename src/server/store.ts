@@ -1,6 +1,7 @@
 // The reference server's storage: one set of PostgreSQL statements, run by PGlite (embedded, the
 // default: no server needed) or by a PostgreSQL server (DATABASE_URL). Webhooks, tokens, requests,
 // leads, events and pending attempts all live here, so a restart loses nothing.
+import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
@@ -13,7 +14,18 @@ export interface Queryable {
 export interface Db extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /** A name for this process's claims that other processes on the database can tell is alive. */
+  claimOwner(): Promise<string>;
+  /**
+   * Hands back to the queue the attempts claimed by processes known to be gone, at once rather than
+   * after their lease: on the embedded store, every other claim (its data is this process's alone);
+   * on PostgreSQL, claims whose owner's session lock is no longer held (the process died or closed).
+   */
+  handBackOrphans(owner: string): Promise<number>;
 }
+
+/** Advisory-lock namespace of the servers' liveness locks (the two-int4 form: objsubid 2). */
+const LIVENESS_LOCKS = 20261123;
 
 /** A fresh cluster of the embedded database, kept from the first one made: creating one (initdb) takes seconds, loading a copy well under one. */
 let freshCluster: Promise<Blob> | undefined;
@@ -36,11 +48,21 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
     query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await db.query<R>(sql, params)).rows }),
     transaction: (fn) => db.transaction((tx) => fn({ query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await tx.query<R>(sql, params)).rows }) })),
     close: () => db.close(),
+    claimOwner: async () => randomUUID(),
+    async handBackOrphans(owner) {
+      const { rows } = await db.query<{ n: number }>(
+        `WITH back AS (UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE state = 'in_flight' AND claimed_by IS DISTINCT FROM $1 RETURNING 1)
+         SELECT count(*)::int AS n FROM back`,
+        [owner],
+      );
+      return rows[0]!.n;
+    },
   };
 }
 
 export async function openPostgres(connectionString: string): Promise<Db> {
   const pool = new pg.Pool({ connectionString, max: 10 });
+  let liveness: pg.Client | undefined;
   const query = async <R>(sql: string, params?: unknown[]) => ({ rows: (await pool.query(sql, params)).rows as R[] });
   return {
     query,
@@ -58,7 +80,37 @@ export async function openPostgres(connectionString: string): Promise<Db> {
         client.release();
       }
     },
-    close: () => pool.end(),
+    async claimOwner() {
+      // The owner's name is a lock key held by a session of its own for as long as the process lives:
+      // PostgreSQL releases it when the connection ends, a kill -9 included.
+      liveness ??= new pg.Client({ connectionString });
+      await liveness.connect();
+      liveness.on("error", () => undefined);
+      for (;;) {
+        const key = 1 + Math.floor(Math.random() * (2 ** 31 - 2));
+        const { rows } = await liveness.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS ok", [LIVENESS_LOCKS, key]);
+        if (rows[0]!.ok) return `pg-${key}`;
+      }
+    },
+    async handBackOrphans(owner) {
+      const { rows } = await pool.query<{ n: number }>(
+        `WITH back AS (
+           UPDATE attempts SET state = 'pending', claimed_by = NULL
+           WHERE state = 'in_flight' AND claimed_by LIKE 'pg-%' AND claimed_by <> $1 AND NOT EXISTS (
+             SELECT 1 FROM pg_locks l
+             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $2 AND l.objsubid = 2
+               AND l.objid = substring(claimed_by FROM 4)::bigint::oid
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+           RETURNING 1)
+         SELECT count(*)::int AS n FROM back`,
+        [owner, LIVENESS_LOCKS],
+      );
+      return rows[0]!.n;
+    },
+    async close() {
+      await pool.end();
+      await liveness?.end();
+    },
   };
 }
 
@@ -128,6 +180,9 @@ CREATE TABLE IF NOT EXISTS attempts (
   UNIQUE (event_id, webhook_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_due ON attempts (state, due_at);
+-- What a claim reads: each webhook's earliest pending attempts, and claims left by a process that died.
+CREATE INDEX IF NOT EXISTS attempts_pending_by_webhook ON attempts (webhook_id, due_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS attempts_in_flight ON attempts (claimed_at) WHERE state = 'in_flight';
 -- The order in which outcomes were recorded: the order "in a row" follows (DECISIONS D7).
 CREATE SEQUENCE IF NOT EXISTS outcome_order;
 ALTER TABLE attempts ADD COLUMN IF NOT EXISTS recorded_seq bigint;

@@ -68,6 +68,8 @@ describe.each(storageBackends())("the disable rule under overlapping attempts, $
       virtualAttemptTimeoutMs: 60_000,
       // What the engine logs (an attempt that failed to run, say) is shown when a round fails.
       log: (line) => logs.push(line),
+      // As many overlapping attempts to the one webhook as D40 allows.
+      maxInFlightPerWebhook: 31,
       ...options,
     };
     if (!pg) return [await startServer(base)];
@@ -112,7 +114,7 @@ describe.each(storageBackends())("the disable rule under overlapping attempts, $
     };
   }
 
-  it(`keeps the counter, the disabling, the e-mail and the retries exactly as the recorded order says, ${ROUNDS} rounds of ${EVENTS} overlapping attempts`, async () => {
+  it(`keeps the counter, the disabling, the e-mail and the retries exactly as the recorded order says, ${ROUNDS} rounds of ${EVENTS} events, up to 31 attempts at once per server`, async () => {
     // How many outcomes each server recorded: on PostgreSQL both must have taken part.
     const recordedBy: number[] = [];
     const counting = (i: number): ServerOptions["parts"] => (base) => ({
@@ -127,7 +129,10 @@ describe.each(storageBackends())("the disable rule under overlapping attempts, $
       for (let round = 1; round <= ROUNDS; round++) {
         // From rare failures (the webhook stays enabled) to frequent ones (it is disabled mid-burst).
         const { attempts, unordered, actual, expected } = await burst(all, round, [0.15, 0.3, 0.5][round % 3]!);
-        expect(attempts, `round ${round}: ${JSON.stringify(unordered)}; the engine logged: ${logs.join(" | ")}`).toBe(EVENTS);
+        const why = `round ${round}: ${JSON.stringify(unordered)}; the engine logged: ${logs.join(" | ")}`;
+        // Every event's attempt is made, unless the disabling cancelled those not claimed yet.
+        if (expected.status === "enabled") expect(attempts, why).toBe(EVENTS);
+        else expect(attempts, why).toBeGreaterThanOrEqual(threshold);
         expect(actual, `round ${round}`).toEqual(expected);
         outcomes[expected.status as "disabled" | "enabled"]++;
       }
@@ -146,8 +151,8 @@ describe.each(storageBackends())("the disable rule under overlapping attempts, $
         // The stale-failure-count broken server's fault: the counter as read when the attempt was claimed, plus one.
         const atClaim = new Map<string, number>();
         return {
-          async claim(now, limit) {
-            const claimed = await base.claim(now, limit);
+          async claim(now, limit, spread) {
+            const claimed = await base.claim(now, limit, spread);
             for (const a of claimed) atClaim.set(a.id, 0);
             return claimed;
           },

@@ -1,6 +1,7 @@
 // The delivery engine: wires the parts (parts.ts) into claim → attempt → record outcome → schedule,
 // runs them on the server's clock, and sends the disable e-mails. State lives in the database, so a
 // restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
+import pLimit, { type LimitFunction } from "p-limit";
 import type { DeliveryRules, EventName } from "../../spec.js";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
@@ -22,6 +23,8 @@ export interface EngineOptions {
   log: (message: string) => void;
   /** At most this many attempts in flight at once (claims are bounded by it). */
   maxInFlight?: number;
+  /** At most this many attempts to one webhook at once (D40); must be below the connections per origin. */
+  maxInFlightPerWebhook: number;
 }
 
 /** Records an event and queues its first attempts, inside the caller's transaction. */
@@ -44,17 +47,43 @@ export interface DeliveryEngine {
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules, parts } = options;
   const maxInFlight = options.maxInFlight ?? 256;
+  // Room for at least this many before claiming again (or all of it when maxInFlight is small).
+  const claimBatch = Math.max(1, Math.min(64, Math.floor(maxInFlight / 4)));
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = true;
   let looping = false;
   /** Clock time of the next pass of the loop, and the earliest time asked for during the current one. */
   let timerAt = Infinity;
+  let orphansCheckedAt = Date.now();
   let wanted = Infinity;
   /** Attempts and e-mail runs under way; each attempt's own abort controller (stop aborts them). */
   const inFlight = new Set<Promise<void>>();
   const controllers = new Set<AbortController>();
   let attemptsUnderWay = 0;
+  /** Wakes a run waiting to claim: room was made, a webhook can take more, new work, a stop. */
+  let waiting: (() => void) | undefined;
+  let kickedMeanwhile = false;
+  const kick = () => {
+    if (waiting) waiting();
+    else kickedMeanwhile = true;
+  };
+  const kicked = (): Promise<void> => {
+    if (kickedMeanwhile) {
+      kickedMeanwhile = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => (waiting = resolve)).finally(() => (waiting = undefined));
+  };
+  /**
+   * Attempts claimed per webhook, made at most maxInFlightPerWebhook at once (D40). A webhook is
+   * claimed for again once its claimed attempts fall to 2× that, 2× that at a time: at most 4× are
+   * claimed, so a webhook that hangs holds a bounded share of the claims, and a busy one is claimed
+   * for once per 2× deliveries, not once per delivery.
+   */
+  const webhooks = new Map<string, { limit: LimitFunction; claimed: number }>();
+  const perWebhook = options.maxInFlightPerWebhook;
+  const claimPerWebhook = 2 * perWebhook;
   const mailFailuresLogged = new Set<string>();
 
   // -- Events ------------------------------------------------------------------------------------
@@ -139,6 +168,22 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   async function attempt(a: ClaimedAttempt): Promise<Outcome | undefined> {
     const base = { attemptId: a.id, webhookId: a.webhookId };
     if (!parts.deliverable(a)) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
+    // The attempt starts once it is one of its webhook's few under way (D40): a burst to one webhook
+    // waits here, before its deadline, and never queues for a connection.
+    let slot = webhooks.get(a.webhookId);
+    if (!slot) webhooks.set(a.webhookId, (slot = { limit: pLimit(perWebhook), claimed: 0 }));
+    slot.claimed++;
+    const own = slot;
+    try {
+      return await own.limit(() => attemptNow(a, base));
+    } finally {
+      if (--own.claimed === 0) webhooks.delete(a.webhookId);
+      if (own.claimed === claimPerWebhook) kick();
+    }
+  }
+
+  async function attemptNow(a: ClaimedAttempt, base: { attemptId: string; webhookId: string }): Promise<Outcome | undefined> {
+    if (stopped) return undefined;
     await parts.timing.beforeAttempt?.();
     const startedAt = clock.now();
     const { body, signature } = await parts.sign({ ...a, body: a.body!, secret: a.secret! });
@@ -169,6 +214,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       if (!outcome) return;
     } finally {
       attemptsUnderWay--;
+      if (maxInFlight - attemptsUnderWay === claimBatch) kick();
     }
     const recorded = await record(outcome);
     options.outcomeLog?.({ webhookId: a.webhookId, attemptId: String(a.id), attempt: a.attempt, ok: outcome.ok, status: outcome.status, error: outcome.error, recorded });
@@ -240,15 +286,23 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     await expireLeads(now);
     const started: Promise<void>[] = [];
     for (;;) {
-      const room = maxInFlight - attemptsUnderWay;
-      if (room <= 0) {
-        // Full: wait for one attempt to end before claiming more.
-        await Promise.race(inFlight);
+      if (stopped) break;
+      if (maxInFlight - attemptsUnderWay < claimBatch) {
+        // Claims come in batches (a claim per ended attempt would cost a statement each): wait for room.
+        await kicked();
         continue;
       }
-      const due = await parts.claim(now, room);
-      started.push(...due.map((a) => track(run(a), `attempt ${a.id}`)));
-      if (due.length < room || stopped) break;
+      // Webhooks with their share claimed already are left for a later claim.
+      kickedMeanwhile = false;
+      const busy = [...webhooks].filter(([, w]) => w.claimed > claimPerWebhook).map(([id]) => id);
+      const due = await parts.claim(now, maxInFlight - attemptsUnderWay, { busy, perWebhook: claimPerWebhook });
+      const runs = due.map((a) => track(run(a), `attempt ${a.id}`));
+      // Kept only to be waited for: a run in the background may claim a whole backlog.
+      if (waitForAttempts) started.push(...runs);
+      if (due.length > 0) continue;
+      if (busy.length === 0) break;
+      // Only busy webhooks may have more due: claim again when one of them can take more.
+      await kicked();
     }
     // E-mails not sent by an earlier run (SMTP was down) are tried again on each run.
     started.push(track(sendPendingNotifications(), "e-mails"));
@@ -288,6 +342,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     if (stopped || clock.mode === "virtual") return;
     if (looping) {
       wanted = Math.min(wanted, at);
+      if (at <= clock.now()) kick();
       return;
     }
     if (at >= timerAt) return;
@@ -304,6 +359,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     // Re-check at least every second of real time, in case another process queued work.
     let next = clock.now() + 1000 / clock.scale;
     try {
+      // Another server on the database may have died: its claims are handed back as soon as seen.
+      if (Date.now() - orphansCheckedAt > 5000) {
+        orphansCheckedAt = Date.now();
+        const handedBack = await db.handBackOrphans(options.owner);
+        if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
+      }
       await runDue(false);
       next = Math.min(next, (await nextDueAt()) ?? Infinity);
     } catch (error) {
@@ -336,12 +397,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       await settle();
     },
     async start() {
+      // Attempts in flight when a process died (kill -9) are made again now, not after their lease.
+      const handedBack = await db.handBackOrphans(options.owner);
+      if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
       stopped = false;
       wake();
     },
     async stop() {
       stopped = true;
       clearTimeout(timer);
+      kick();
       for (const controller of controllers) controller.abort();
       await settle();
       await db.query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE state = 'in_flight' AND claimed_by = $1", [options.owner]);

@@ -120,8 +120,12 @@ export interface DeliveryParts {
   queue(tx: Queryable, event: NewEvent): Promise<number>;
   /** Marks the leads due to expire by `now` as expired (D19) and returns them. */
   expireLeads(tx: Queryable, now: number): Promise<ExpiredLead[]>;
-  /** Claims at most `limit` attempts that are due, or were left claimed past their lease by a process that died. */
-  claim(now: number, limit: number): Promise<ClaimedAttempt[]>;
+  /**
+   * Claims at most `limit` attempts that are due — with `spread`, at most `perWebhook` of each webhook
+   * and none of the webhooks in `busy` (they have enough claimed already: D40) — or were left claimed
+   * past their lease by a process that died.
+   */
+  claim(now: number, limit: number, spread?: { busy: string[]; perWebhook: number }): Promise<ClaimedAttempt[]>;
   /** Whether a claimed attempt is still to be made (its webhook exists and is enabled). */
   deliverable(a: ClaimedAttempt): boolean;
   /** The bytes an attempt sends and their signature (D2). */
@@ -144,8 +148,7 @@ const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
   const { db, clock, rules } = ctx;
-  // Attempts to one origin wait here for one of its connections, so that the attempt timeout counts
-  // from the moment a connection is theirs, as before, and not while a burst queues in the pool.
+  // Attempts to one origin wait here for one of its connections, before their deadline starts.
   const origins = new Map<string, LimitFunction>();
   const onConnection = <T>(url: string, attempt: () => Promise<T>): Promise<T> => {
     const origin = new URL(url).origin;
@@ -195,7 +198,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       }));
     },
 
-    async claim(now, limit) {
+    async claim(now, limit, spread = { busy: [], perWebhook: limit }) {
       const realNow = Date.now();
       const { rows } = await db.query<{
         id: string;
@@ -207,17 +210,26 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         webhook_status: string | null;
         body: string | null;
       }>(
-        `WITH claimed AS (
+        // Due attempts come from the earliest of each webhook (an index probe per webhook, never a scan
+        // of the backlog), so one webhook's backlog cannot fill a claim; orphaned claims come first.
+        `WITH orphaned AS (
+           SELECT id, 0 AS k, due_at FROM attempts WHERE state = 'in_flight' AND claimed_at < $4
+           ORDER BY claimed_at LIMIT $5 FOR UPDATE SKIP LOCKED),
+         due AS (
+           SELECT a.id, 1 AS k, a.due_at FROM webhooks w CROSS JOIN LATERAL (
+             SELECT id, due_at FROM attempts
+             WHERE webhook_id = w.id AND state = 'pending' AND due_at <= $1
+             ORDER BY due_at LIMIT $6 FOR UPDATE SKIP LOCKED) a
+           WHERE w.id <> ALL($7::text[])
+           ORDER BY a.due_at LIMIT $5),
+         claimed AS (
            UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
-             SELECT id FROM attempts
-             WHERE (state = 'pending' AND due_at <= $1) OR (state = 'in_flight' AND claimed_at < $4)
-             ORDER BY due_at LIMIT $5
-             FOR UPDATE SKIP LOCKED)
+             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5)
            RETURNING id, event_id, webhook_id, attempt, due_at)
          SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
          FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
          ORDER BY c.due_at, c.id`,
-        [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit],
+        [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy],
       );
       return rows.map((r) => ({
         id: r.id,
@@ -242,6 +254,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
       const refused = ctx.addressPolicy.refuseAddressUrl(url);
       if (refused) return { error: refused, timedOut: false };
+      // An attempt starts once one of its origin's connections is free for it (at most as many attempts
+      // to an origin as its pool has connections), so no attempt ever waits for a connection inside its
+      // deadline; its webhook's share (D40, the engine) keeps one webhook from taking them all.
       return onConnection(url, async () => {
       const timeoutMs = ctx.attemptTimeoutRealMs;
       // One deadline for connecting, the answer and its body (D6), on a timer of its own: undici's own

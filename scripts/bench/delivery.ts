@@ -1,0 +1,137 @@
+// Delivery throughput of the reference server against a bare loop, every arm in a process of its own:
+// one receiver process; `partner-platform serve` as a user runs it; a load generator; the bare loop
+// (undici keep-alive POSTs, the engine's pool size and concurrency). Rounds alternate bare, engine,
+// bare, engine, … in one run; each figure is the median with its range over rounds, with the CPU time
+// per delivery (from /proc) and the peak RSS of the process that did the work.
+//   sustained:   N events queued under a virtual clock, then one advance makes every attempt (claim,
+//                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs;
+//   end to end:  N Control API triggers (32 in flight) on a real clock until the receiver has all N,
+//                against N bare node:https POSTs.
+// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres) change the run.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { postgresBinDir, startTestPostgres, type TestPostgres } from "../postgres.js";
+import type { Bench, BenchResult } from "../bench.js";
+import { cpuMicros, range, startServe, startWorker, watchRss, type Worker } from "./lib/procs.js";
+
+const N = Number(process.env.BENCH_N ?? 3000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const CONNECTIONS = 32;
+const stores = (process.env.BENCH_STORES ?? "embedded,postgres").split(",");
+
+interface Round {
+  rate: number;
+  cpuUs: number;
+  peakMb: number;
+}
+
+/** Runs `work` (which makes `n` deliveries) while measuring the CPU and peak RSS of process `pid`. */
+async function measured(pid: number, n: number, work: () => Promise<number>): Promise<Round> {
+  const rss = watchRss(pid);
+  const cpu = cpuMicros(pid);
+  const ms = await work();
+  return { rate: n / (ms / 1000), cpuUs: (cpuMicros(pid) - cpu) / n, peakMb: rss.stop() };
+}
+
+function report(name: string, engine: Round[], bare: Round[], bareName: string): BenchResult {
+  const ratios = engine.map((e, i) => e.rate / bare[i]!.rate);
+  const f = (rounds: Round[]) =>
+    `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/delivery, peak RSS ${Math.round(Math.max(...rounds.map((r) => r.peakMb)))} MB`;
+  return {
+    name,
+    value: `${range(ratios, 2)}x ${bareName} over ${ratios.length} rounds — serve: ${f(engine)}; bare: ${f(bare)}`,
+    target: "≥ 0.5x",
+  };
+}
+
+async function waitForCount(receiver: Worker, p: string, count: number, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while ((await receiver.call<number>("count", p)) < count) {
+    if (performance.now() > deadline) throw new Error(`receiver: ${p} did not reach ${count}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const bench: Bench = async () => {
+  const results: BenchResult[] = [];
+  const receiver = startWorker("receiver.ts");
+  const bare = startWorker("bare.ts");
+  const dir = mkdtempSync(path.join(tmpdir(), "bench-delivery-"));
+  let pg: TestPostgres | undefined;
+  try {
+    const { origin, ca } = await receiver.call<{ origin: string; ca: string }>("info");
+    const caFile = path.join(dir, "ca.pem");
+    writeFileSync(caFile, ca);
+    await bare.call("setup", { ca, connections: CONNECTIONS });
+    const common = ["--port", "0", "--conformance", "--allow-private-webhooks", "--webhook-ca", caFile];
+    for (const store of stores) {
+      if (store === "postgres" && !postgresBinDir()) {
+        results.push({ name: "PostgreSQL", value: "skipped: PostgreSQL is not installed (scripts/install-system-deps.sh)" });
+        continue;
+      }
+      pg ??= store === "postgres" ? await startTestPostgres() : undefined;
+      const storeArgs = async (name: string) => (store === "postgres" ? ["--database-url", await pg!.createDatabase(name)] : []);
+      const label = store === "postgres" ? "PostgreSQL" : "embedded store";
+
+      // Sustained: a virtual clock holds the queued attempts until the advance.
+      {
+        const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs("sustained"))]);
+        const load = startWorker("load.ts");
+        try {
+          await load.call("setup", { server: serve.url, urls: [`${origin}/ok/engine-${store}`], businessID: "4711" });
+          const engineRounds: Round[] = [];
+          const bareRounds: Round[] = [];
+          for (let round = 0; round <= ROUNDS; round++) {
+            const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare`, n: N, concurrency: CONNECTIONS, client: "undici" }));
+            await load.call("trigger", { n: N, concurrency: CONNECTIONS, businessID: "4711" });
+            const before = await receiver.call<number>("count", `/ok/engine-${store}`);
+            const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
+            const delivered = (await receiver.call<number>("count", `/ok/engine-${store}`)) - before;
+            if (delivered !== N) throw new Error(`sustained round: ${delivered} of ${N} delivered`);
+            // Round 0 warms both arms up (TLS handshakes, JIT) and is not counted.
+            if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
+          }
+          results.push(report(`sustained delivery, ${label}, ${N} queued attempts to one webhook, ${CONNECTIONS} connections`, engineRounds, bareRounds, "bare undici POST loop"));
+        } finally {
+          load.kill();
+          await serve.stop();
+        }
+      }
+
+      // End to end: triggers on a real clock until the receiver has every event.
+      {
+        const serve = await startServe([...common, "--clock", "real", ...(await storeArgs("e2e"))]);
+        const load = startWorker("load.ts");
+        try {
+          const p = `/ok/e2e-${store}`;
+          await load.call("setup", { server: serve.url, urls: [`${origin}${p}`], businessID: "4711" });
+          const engineRounds: Round[] = [];
+          const bareRounds: Round[] = [];
+          for (let round = 0; round <= ROUNDS; round++) {
+            const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: CONNECTIONS, client: "https" }));
+            const before = await receiver.call<number>("count", p);
+            const e = await measured(serve.child.pid!, N, async () => {
+              const start = performance.now();
+              await load.call("trigger", { n: N, concurrency: CONNECTIONS, businessID: "4711" });
+              await waitForCount(receiver, p, before + N, 120_000);
+              return performance.now() - start;
+            });
+            if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
+          }
+          results.push(report(`end to end, ${label}, ${N} Control API triggers → receiver, ${CONNECTIONS} in flight`, engineRounds, bareRounds, "bare node:https POST loop"));
+        } finally {
+          load.kill();
+          await serve.stop();
+        }
+      }
+    }
+  } finally {
+    receiver.kill();
+    bare.kill();
+    pg?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return results;
+};
+export default bench;
