@@ -1,13 +1,19 @@
 // The mock as a user runs it: `npm start`'s command as a real process, called through the package's
 // typed client, and stopped the way a terminal's Ctrl-C does it.
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import path from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { busyPortMessage, prismFailureMessage } from "../../src/cli/mock.js";
 import { createPartnerClient } from "../../src/client/index.js";
 import { freePort } from "../../scripts/free-port.js";
 import { startCommand } from "../../scripts/start-command.js";
+import { packageRoot } from "../../src/paths.js";
+
+const run = promisify(execFile);
 
 /** `npm start -- --port N` without npm, in a process group of its own (as a terminal runs it). */
 function startMock(port: number): ChildProcessWithoutNullStreams {
@@ -98,6 +104,22 @@ describe("partner-platform mock", () => {
     expect(webhook.response.status).toBe(201);
     expect(webhook.data?.status).toBe("enabled");
     expect(webhook.data).not.toHaveProperty("secret");
+  });
+
+  // The Getting started guide (spec/guides/, in the reference docs) as a partner follows it: its shell
+  // blocks in order, against this mock (its port instead of 4010).
+  it("runs the Getting started guide's commands as written", async () => {
+    const guide = readFileSync(path.join(packageRoot, "spec/guides/01-getting-started.md"), "utf8");
+    const blocks = [...guide.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1]!.replaceAll("127.0.0.1:4010", `127.0.0.1:${port}`));
+    expect(blocks.length).toBeGreaterThanOrEqual(4);
+    // Each curl's answer on a line of its own, and the token shown, so that each step can be checked.
+    const script = [...blocks, 'echo "token:$TOKEN"'].join("\necho\n");
+    const { stdout } = await run("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script], { cwd: packageRoot });
+    const lines = stdout.split("\n").filter(Boolean);
+    expect(lines.at(-1)).toMatch(/^token:\S+/);
+    const [search, created] = lines.slice(0, -1).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(Object.keys(search!)).toContain("businesses");
+    expect(created).toHaveProperty("requestID");
   });
 
   it("answers 401 problem+json to a call without credentials", async () => {
