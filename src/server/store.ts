@@ -27,6 +27,9 @@ export interface Db extends Queryable {
 /** Advisory-lock namespace of the servers' liveness locks (the two-int4 form: objsubid 2). */
 const LIVENESS_LOCKS = 20261123;
 
+/** How often the embedded database is checkpointed and vacuumed, when it was written to since. */
+const EMBEDDED_MAINTENANCE_MS = 5_000;
+
 /** A fresh cluster of the embedded database, kept from the first one made: creating one (initdb) takes seconds, loading a copy well under one. */
 let freshCluster: Promise<Blob> | undefined;
 
@@ -44,10 +47,34 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
     }
   }
   await db.waitReady;
+  // The embedded database runs without PostgreSQL's background workers: nothing checkpoints (its
+  // write-ahead log grows to max_wal_size, 1 GB, in memory) and nothing vacuums (every claim and outcome
+  // leaves a dead row). Measured on 150k attempt-like rows written three times: RSS grew 922 → 1,253 MB
+  // without this, and stayed at 887–913 MB with it, for 5% of the time. Only when the log has moved since
+  // the last time: an idle server costs one query every few seconds.
+  let lastLsn = "";
+  const lsn = async () => (await db.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn")).rows[0]!.lsn;
+  let maintenance: Promise<void> | undefined;
+  const maintain = async () => {
+    if ((await lsn()) === lastLsn) return;
+    await db.exec("CHECKPOINT");
+    await db.exec("VACUUM attempts, events, webhooks, notifications, tokens");
+    lastLsn = await lsn();
+  };
+  const timer = setInterval(() => {
+    maintenance ??= maintain()
+      .catch(() => undefined)
+      .finally(() => (maintenance = undefined));
+  }, EMBEDDED_MAINTENANCE_MS);
+  timer.unref();
   return {
     query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await db.query<R>(sql, params)).rows }),
     transaction: (fn) => db.transaction((tx) => fn({ query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await tx.query<R>(sql, params)).rows }) })),
-    close: () => db.close(),
+    async close() {
+      clearInterval(timer);
+      await maintenance;
+      await db.close();
+    },
     claimOwner: async () => randomUUID(),
     async handBackOrphans(owner) {
       const { rows } = await db.query<{ n: number }>(
