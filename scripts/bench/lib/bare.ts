@@ -2,7 +2,7 @@
 // number in flight, through undici (the engine's client, same pool size) or node:https.
 import https from "node:https";
 import { Agent, request } from "undici";
-import { serveCalls } from "./procs.js";
+import { serveCalls, timedInParallel } from "./procs.js";
 
 let undiciAgent: Agent | undefined;
 let httpsAgent: https.Agent | undefined;
@@ -33,16 +33,6 @@ serveCalls({
   /** Makes `n` POSTs with `concurrency` in flight; returns the real ms it took. */
   async run({ url, n, concurrency, client }: { url: string; n: number; concurrency: number; client: "undici" | "https" }) {
     const post = client === "undici" ? undiciPost : httpsPost;
-    let left = n;
-    const start = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (left > 0) {
-          left--;
-          await post(url);
-        }
-      }),
-    );
-    return performance.now() - start;
+    return timedInParallel(n, concurrency, () => post(url));
   },
 });

@@ -3,7 +3,7 @@
 // virtual clock.
 import { Agent, request } from "undici";
 import { loadConfig } from "../../../src/server/index.js";
-import { serveCalls } from "./procs.js";
+import { serveCalls, timedInParallel } from "./procs.js";
 
 const client = loadConfig().clients[0]!;
 const agent = new Agent({ connections: 64 });
@@ -48,18 +48,8 @@ serveCalls({
     return ids;
   },
   /** Triggers `n` review.created events with `concurrency` in flight; returns the real ms it took. */
-  async trigger({ n, concurrency, businessID }: { n: number; concurrency: number; businessID: string }) {
-    let left = n;
-    const start = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (left > 0) {
-          left--;
-          await call("POST", "/conformance/events", { event: "review.created", businessID });
-        }
-      }),
-    );
-    return performance.now() - start;
+  trigger({ n, concurrency, businessID }: { n: number; concurrency: number; businessID: string }) {
+    return timedInParallel(n, concurrency, () => call("POST", "/conformance/events", { event: "review.created", businessID }));
   },
   /** Advances the virtual clock; returns the real ms it took (every attempt due made and recorded). */
   async advance(seconds: number) {

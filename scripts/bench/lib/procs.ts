@@ -121,6 +121,21 @@ export async function startServe(args: string[], env: Record<string, string> = {
   };
 }
 
+/** Runs `task` `n` times with `concurrency` calls in flight; returns the real ms it took. */
+export async function timedInParallel(n: number, concurrency: number, task: () => Promise<unknown>): Promise<number> {
+  let left = n;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (left > 0) {
+        left--;
+        await task();
+      }
+    }),
+  );
+  return performance.now() - start;
+}
+
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
