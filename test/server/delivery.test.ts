@@ -1,13 +1,12 @@
 // Webhook delivery on a virtual clock (DECISIONS D1–D8, D22, D24): an HTTPS receiver with its own CA,
 // a real SMTP sink, and every wait taken from x-delivery.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startSmtpSink, type SmtpSink } from "../../conformance/harness/smtp-sink.js";
 import { freePort } from "../../scripts/free-port.js";
 import { verifySignature } from "../../src/signing.js";
-import { startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
 import { loadDeliveryRules } from "../../src/spec.js";
-import { api, client, control, envelope, register } from "./helpers.js";
+import { api, client, control, envelope, register, virtualServers } from "./helpers.js";
 
 const rules = loadDeliveryRules();
 const [firstWait, secondWait] = rules.retryWaitsSeconds as [number, number];
@@ -16,33 +15,17 @@ const secret = "whsec-test-0123456789";
 
 let receiver: Receiver;
 let smtp: SmtpSink;
-const servers: RunningServer[] = [];
 
 beforeAll(async () => {
   receiver = await startReceiver();
   smtp = await startSmtpSink();
-});
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
 });
 afterAll(async () => {
   await receiver.close();
   await smtp.close();
 });
 
-async function start(options: ServerOptions = {}): Promise<RunningServer> {
-  const server = await startServer({
-    clock: { mode: "virtual" },
-    conformance: true,
-    allowPrivateWebhooks: true,
-    webhookCa: receiver.pki.caCert,
-    smtpUrl: smtp.url,
-    log: () => undefined,
-    ...options,
-  });
-  servers.push(server);
-  return server;
-}
+const start = virtualServers(() => ({ webhookCa: receiver.pki.caCert, smtpUrl: smtp.url }));
 
 /** Each test's endpoints are its own: names are unique per test. */
 let n = 0;

@@ -2,37 +2,21 @@
 // most maxInFlightPerWebhook of the origin's connections, and a burst to one healthy webhook is made
 // that many at a time, never queued for a connection inside its timeout. Counts only: the attempt
 // timeout is far longer than the work, so nothing here depends on the machine's speed.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
-import { startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
-import { control, register } from "./helpers.js";
+import { control, register, virtualServers } from "./helpers.js";
 
 const PER_WEBHOOK = 16; // the default (D40)
 
 let receiver: Receiver;
-const servers: RunningServer[] = [];
 beforeAll(async () => {
   receiver = await startReceiver();
-});
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
 });
 afterAll(async () => {
   await receiver.close();
 });
 
-async function start(options: ServerOptions = {}): Promise<RunningServer> {
-  const server = await startServer({
-    clock: { mode: "virtual" },
-    conformance: true,
-    allowPrivateWebhooks: true,
-    webhookCa: receiver.pki.caCert,
-    log: () => undefined,
-    ...options,
-  });
-  servers.push(server);
-  return server;
-}
+const start = virtualServers(() => ({ webhookCa: receiver.pki.caCert }));
 
 /** The most requests the receiver held open at once at an endpoint (arrived, not yet answered). */
 function maxOpen(endpoint: string): number {
@@ -73,8 +57,7 @@ describe("fair share of an origin's connections (D40)", () => {
     // Recorded too (the advance waits on the hanging ones, not on these).
     await expect.poll(async () => (await server.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE state = 'succeeded'")).rows[0]!.n, { timeout: 30_000 }).toBe(events);
     expect(rows.every((r) => r.state === "succeeded" || r.state === "in_flight")).toBe(true);
-    await server.close();
-    servers.splice(servers.indexOf(server), 1);
+    await start.close(server);
     await advancing;
   });
 

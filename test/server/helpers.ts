@@ -1,7 +1,8 @@
 // What the reference server's tests share: its API through the typed client, and the control API.
 import { postgresBinDir } from "../../scripts/postgres.js";
 import { createPartnerClient } from "../../src/client/index.js";
-import { loadConfig, type RunningServer } from "../../src/server/index.js";
+import { afterEach } from "vitest";
+import { loadConfig, startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
 import type { EventName } from "../../src/spec.js";
 
 export const client = loadConfig().clients[0]!;
@@ -53,3 +54,33 @@ export function storageBackends(): { name: string; postgres: boolean }[] {
   if (!hasPostgres) console.warn("PostgreSQL storage tests skipped: PostgreSQL is not installed (scripts/install-system-deps.sh)");
   return [{ name: "embedded (PGlite)", postgres: false }, ...(hasPostgres ? [{ name: "PostgreSQL", postgres: true }] : [])];
 }
+
+/**
+ * Starts reference servers on a virtual clock with the control API on, closed after each test. The
+ * defaults are read at each start (a receiver's CA exists only once the suite's beforeAll has run).
+ */
+export function virtualServers(defaults: () => ServerOptions) {
+  const running: RunningServer[] = [];
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((s) => s.close()));
+  });
+  const start = async (options: ServerOptions = {}): Promise<RunningServer> => {
+    const server = await startServer({
+      clock: { mode: "virtual" },
+      conformance: true,
+      allowPrivateWebhooks: true,
+      log: () => undefined,
+      ...defaults(),
+      ...options,
+    });
+    running.push(server);
+    return server;
+  };
+  /** Closes a server within the test (not again after it). */
+  const close = async (server: RunningServer): Promise<void> => {
+    running.splice(running.indexOf(server), 1);
+    await server.close();
+  };
+  return Object.assign(start, { close });
+}
+
