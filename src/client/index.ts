@@ -24,6 +24,11 @@ export interface PartnerClientOptions {
   scopes: readonly Scope[];
   /** Injected fetch (tests, proxies); defaults to the global one. */
   fetch?: (request: Request) => Promise<Response>;
+  /**
+   * How many times a call refused with 401 is made again, each time with a new token. Default 1; more
+   * only where tokens can expire between being issued and used (a server on a fast test clock).
+   */
+  tokenRenewals?: number;
   /** Renew the token this many seconds before `expires_in` runs out. Default 60. */
   refreshMarginSeconds?: number;
   /** Milliseconds since the epoch; injectable for tests. Default `Date.now`. */
@@ -112,7 +117,7 @@ function createTokenSource(options: PartnerClientOptions, fetchImpl: (request: R
 
 /**
  * Creates the typed API client. Every call carries `Authorization: Bearer <token>`; a `401` answer
- * makes it obtain a new token and retry that call once. Errors come back as typed problem+json
+ * makes it obtain a new token and retry that call once (`tokenRenewals` times). Errors come back as typed problem+json
  * values in `error`; a refused token request rejects with {@link TokenRequestError}.
  */
 export function createPartnerClient(options: PartnerClientOptions): PartnerClient {
@@ -131,11 +136,18 @@ export function createPartnerClient(options: PartnerClientOptions): PartnerClien
     async onResponse({ request, response }) {
       const copy = replayable.get(request);
       replayable.delete(request);
-      if (response.status !== 401 || !copy) return undefined;
-      tokens.invalidate(copy.headers.get("Authorization")?.slice("Bearer ".length));
-      copy.headers.set("Authorization", `Bearer ${await tokens.get()}`);
-      await response.body?.cancel();
-      return fetchImpl(copy);
+      let answer = response;
+      let used = copy?.headers.get("Authorization")?.slice("Bearer ".length);
+      for (let renewals = 0; answer.status === 401 && copy && renewals < (options.tokenRenewals ?? 1); renewals++) {
+        // Only the refused token is dropped: another call may already have fetched a newer one.
+        tokens.invalidate(used);
+        used = await tokens.get();
+        const again = copy.clone();
+        again.headers.set("Authorization", `Bearer ${used}`);
+        await answer.body?.cancel();
+        answer = await fetchImpl(again);
+      }
+      return answer === response ? undefined : answer;
     },
   };
 

@@ -132,6 +132,14 @@ describe("createPartnerClient", () => {
     expect(platform.apiCalls).toHaveLength(2);
   });
 
+  it("renews as many times as tokenRenewals says, each time with a new token", async () => {
+    const platform = fakePlatform({ rejectTokens: new Set(["Bearer tok-1", "Bearer tok-2", "Bearer tok-3"]) });
+    const { data, response } = await client(platform, { tokenRenewals: 3 }).GET("/api/v2/businesses/search", search);
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ businesses: [] });
+    expect(platform.apiCalls.map((c) => c.auth)).toEqual(["Bearer tok-1", "Bearer tok-2", "Bearer tok-3", "Bearer tok-4"]);
+  });
+
   it("rejects with TokenRequestError carrying the RFC 6749 error when the token is refused", async () => {
     const platform = fakePlatform({ tokenStatus: 401 });
     const call = client(platform).GET("/api/v2/businesses/search", search);
