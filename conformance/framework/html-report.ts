@@ -22,6 +22,9 @@ export function humanDuration(ms: number): string {
   return `${sign}${h} h${m ? ` ${m} min` : ""}`;
 }
 
+/** Whether the attempt came within the band the suite accepts. */
+const inBand = (a: TimelineAttempt) => a.cameMs !== undefined && a.cameMs >= a.earliestMs && a.cameMs <= a.latestMs;
+
 const WIDTH = 520;
 const ROW = 34;
 const LEFT = 150;
@@ -45,7 +48,6 @@ function attemptRow(a: TimelineAttempt, y: number): string {
   const half = Math.max(before, after, 1) * 1.5;
   const x = (ms: number) => LEFT + WIDTH / 2 + ((ms - a.dueMs) / half) * (WIDTH / 2);
   const clamp = (v: number) => Math.min(LEFT + WIDTH, Math.max(LEFT, v));
-  const inside = a.cameMs !== undefined && a.cameMs >= a.earliestMs && a.cameMs <= a.latestMs;
   let mark: string;
   if (a.cameMs === undefined) {
     mark = `<text x="${LEFT + WIDTH - 4}" y="${y + 14}" class="late" text-anchor="end">✕ never came</text>`;
@@ -53,7 +55,7 @@ function attemptRow(a: TimelineAttempt, y: number): string {
     const cx = x(a.cameMs);
     const shown = clamp(cx);
     const off = shown !== cx ? (cx < LEFT ? "◀ " : " ▶") : "";
-    mark = `<circle cx="${shown}" cy="${y + 10}" r="5" class="${inside ? "ok" : "late"}"/>${off ? `<text x="${shown}" y="${y + 26}" class="late" text-anchor="${cx < LEFT ? "start" : "end"}">${escape(off)}</text>` : ""}`;
+    mark = `<circle cx="${shown}" cy="${y + 10}" r="5" class="${inBand(a) ? "ok" : "late"}"/>${off ? `<text x="${shown}" y="${y + 26}" class="late" text-anchor="${cx < LEFT ? "start" : "end"}">${escape(off)}</text>` : ""}`;
   }
   const came = a.cameMs === undefined ? "never came" : `came ${humanDuration(a.cameMs - a.dueMs)} from due`;
   return `<g class="row"><title>${escape(`${a.label}: due ${humanDuration(a.dueMs)}, accepted ${humanDuration(a.earliestMs - a.dueMs)} … +${humanDuration(after)}, ${came}`)}</title>
@@ -67,7 +69,7 @@ function timelineTable(timeline: Timeline): string {
   const rows = timeline.attempts
     .map(
       (a) =>
-        `<tr><td>${escape(a.label)}</td><td>+${humanDuration(a.dueMs)}</td><td>${humanDuration(a.earliestMs - a.dueMs)} … +${humanDuration(a.latestMs - a.dueMs)}</td><td class="${a.cameMs !== undefined && a.cameMs >= a.earliestMs && a.cameMs <= a.latestMs ? "ok" : "late"}">${a.cameMs === undefined ? "never" : `+${humanDuration(a.cameMs)} (${a.cameMs >= a.dueMs ? "+" : ""}${humanDuration(a.cameMs - a.dueMs)})`}</td></tr>`,
+        `<tr><td>${escape(a.label)}</td><td>+${humanDuration(a.dueMs)}</td><td>${humanDuration(a.earliestMs - a.dueMs)} … +${humanDuration(a.latestMs - a.dueMs)}</td><td class="${inBand(a) ? "ok" : "late"}">${a.cameMs === undefined ? "never" : `+${humanDuration(a.cameMs)} (${a.cameMs >= a.dueMs ? "+" : ""}${humanDuration(a.cameMs - a.dueMs)})`}</td></tr>`,
     )
     .join("");
   return `<table class="times"><thead><tr><th>attempt</th><th>due (${escape(timeline.clock)} time from the first)</th><th>accepted</th><th>came</th></tr></thead><tbody>${rows}</tbody></table>`;
