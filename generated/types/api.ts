@@ -1046,9 +1046,15 @@ export interface operations {
     searchBusinesses: {
         parameters: {
             query: {
-                /** @description Category identifier (source document, section 4.2). */
+                /**
+                 * @description Category identifier (source document, section 4.2).
+                 * @example 1000123
+                 */
                 category_id: components["schemas"]["CategoryId"];
-                /** @description Postal code of the job location. */
+                /**
+                 * @description Postal code of the job location.
+                 * @example 10001
+                 */
                 zip: components["schemas"]["ZipCode"];
             };
             header?: never;
@@ -1078,7 +1084,10 @@ export interface operations {
             /** @description 401: missing, unknown, forged or expired access token. */
             401: {
                 headers: {
-                    /** @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`. */
+                    /**
+                     * @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`.
+                     * @example Bearer error="invalid_token", error_description="The access token expired"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1089,7 +1098,10 @@ export interface operations {
             /** @description 403: the token lacks the required scope. */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope. */
+                    /**
+                     * @description RFC 6750 challenge naming the required scope.
+                     * @example Bearer error="insufficient_scope", scope="demand::search"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1100,7 +1112,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1126,7 +1141,11 @@ export interface operations {
             /** @description 201: the registered webhook. */
             201: {
                 headers: {
-                    /** @description Path of the registered webhook. */
+                    /**
+                     * @description The registered webhook's URI, `/api/v2/webhooks/{webhookID}` with the body's `webhookID`. No operation of
+                     *     this version reads a webhook, so a request to it answers 404 (DECISIONS D35): take the id from the body.
+                     * @example /api/v2/webhooks/300001
+                     */
                     Location: string;
                     [name: string]: unknown;
                 };
@@ -1146,7 +1165,10 @@ export interface operations {
             /** @description 401: missing, unknown, forged or expired access token. */
             401: {
                 headers: {
-                    /** @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`. */
+                    /**
+                     * @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`.
+                     * @example Bearer error="invalid_token", error_description="The access token is not valid"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1160,7 +1182,10 @@ export interface operations {
              */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope: always sent with `insufficient-scope`. */
+                    /**
+                     * @description RFC 6750 challenge naming the required scope: always sent with `insufficient-scope`.
+                     * @example Bearer error="insufficient_scope", scope="webhooks::write"
+                     */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1207,7 +1232,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1233,7 +1261,11 @@ export interface operations {
             /** @description 201: the stored service request. */
             201: {
                 headers: {
-                    /** @description Path of the stored request. */
+                    /**
+                     * @description The stored request's URI, `/api/v4/requests/{requestID}` with the body's `requestID`. No operation of this
+                     *     version reads a request, so a request to it answers 404 (DECISIONS D35): take the id from the body.
+                     * @example /api/v4/requests/90000001
+                     */
                     Location: string;
                     [name: string]: unknown;
                 };
@@ -1253,7 +1285,10 @@ export interface operations {
             /** @description 401: missing, unknown, forged or expired access token. */
             401: {
                 headers: {
-                    /** @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`. */
+                    /**
+                     * @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`.
+                     * @example Bearer
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1264,7 +1299,10 @@ export interface operations {
             /** @description 403: the token lacks the required scope. */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope. */
+                    /**
+                     * @description RFC 6750 challenge naming the required scope.
+                     * @example Bearer error="insufficient_scope", scope="demand::request"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1311,7 +1349,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1325,7 +1366,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description HTTP Basic client authentication (RFC 6749 section 2.3.1): `Basic base64(urlencode(client_id):urlencode(client_secret))`, instead of the body's `client_id` and `client_secret`. */
+                /**
+                 * @description HTTP Basic client authentication (RFC 6749 section 2.3.1): `Basic base64(urlencode(client_id):urlencode(client_secret))`, instead of the body's `client_id` and `client_secret`.
+                 * @example Basic cGFydG5lci1hY21lOnMzY3IzdC1hY21lLTIwMjY=
+                 */
                 authorization?: string;
             };
             path?: never;
@@ -1340,7 +1384,10 @@ export interface operations {
             /** @description Successful token response (RFC 6749 section 5.1). */
             200: {
                 headers: {
-                    /** @description RFC 6749 section 5.1: token responses must not be cached. */
+                    /**
+                     * @description RFC 6749 section 5.1: token responses must not be cached.
+                     * @example no-store
+                     */
                     "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
@@ -1351,6 +1398,7 @@ export interface operations {
             /** @description 400: invalid_request, unsupported_grant_type, invalid_scope or unauthorized_client. */
             400: {
                 headers: {
+                    /** @example no-store */
                     "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
@@ -1361,8 +1409,12 @@ export interface operations {
             /** @description 401: invalid_client (unknown client or wrong secret). */
             401: {
                 headers: {
+                    /** @example no-store */
                     "Cache-Control": "no-store";
-                    /** @description When the client authenticated with HTTP Basic: `Basic realm="partner-platform"` (RFC 6749 section 5.2). */
+                    /**
+                     * @description When the client authenticated with HTTP Basic: `Basic realm="partner-platform"` (RFC 6749 section 5.2).
+                     * @example Basic realm="partner-platform"
+                     */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1373,7 +1425,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
