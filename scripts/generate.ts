@@ -9,6 +9,7 @@ import { compile, formatDiagnostic, getOpExamples, NodeHost, type Program, resol
 import { getAllHttpServices } from "@typespec/http";
 import openapiTS, { astToString } from "openapi-typescript";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { signPayload } from "../src/signing.js";
 import { specHash } from "../src/spec-hash.js";
 
 const root = path.resolve(import.meta.dirname, "..");
@@ -289,6 +290,33 @@ function examplesThatTellTheTruth(openapi: Json, examples: Map<string, Operation
 }
 
 /**
+ * The signature header of each webhook gets a real signature as its example: the HMAC of its event's
+ * example as compact JSON (`JSON.stringify`), keyed with the secret of the first registration example (D2),
+ * so that a verifier can be checked against the document itself.
+ */
+function signedWebhookExamples(openapi: Json): void {
+  const schemas = (openapi.components as Json).schemas as Record<string, Json>;
+  const registrations = Object.values(openapi.paths as Record<string, Record<string, Json>>)
+    .flatMap((item) => Object.values(item))
+    .flatMap((op) => Object.values(((op.requestBody as Json | undefined)?.content ?? {}) as Record<string, Json>))
+    .filter((media) => (media.schema as Json).$ref === "#/components/schemas/WebhookRegistration");
+  const secret = (Object.values((registrations[0]?.examples ?? {}) as Record<string, Json>)[0]?.value as Json | undefined)?.secret as string | undefined;
+  if (!secret) throw new Error("the webhook registration has no example with a secret to sign the webhook examples with");
+  for (const item of Object.values(openapi.webhooks as Record<string, Record<string, Json>>)) {
+    for (const op of Object.values(item)) {
+      const media = Object.values(((op.requestBody as Json).content ?? {}) as Record<string, Json>)[0]!;
+      const name = ((media.schema as Json).$ref as string).split("/").pop()!;
+      const example = (schemas[name]!.examples as unknown[] | undefined)?.[0];
+      if (example === undefined) throw new Error(`${name} has no example to sign`);
+      for (const parameter of op.parameters as Json[]) {
+        parameter.example = signPayload(JSON.stringify(example), secret);
+        parameter.description = `${parameter.description as string} The example signs the event's example as compact JSON with the secret \`${secret}\`.`;
+      }
+    }
+  }
+}
+
+/**
  * OpenAPI 3.0 has no `webhooks` section, and TypeSpec's 3.0 document drops them without a word: the
  * document says where they are, in its description (for readers) and in `x-webhooks-elsewhere` (for tools).
  */
@@ -343,6 +371,7 @@ export async function buildGenerated(options: { tables?: boolean; specDir?: stri
       invalidRequestExamplesWithTheirAnswer(doc);
       listStandaloneSchemas(doc);
     }
+    signedWebhookExamples(openapi);
 
     out.set("openapi/openapi.yaml", toYaml(openapi));
     out.set("openapi/openapi-3.0.yaml", toYaml(openapi30));

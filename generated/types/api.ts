@@ -1442,7 +1442,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 70a0ef9533d2d09abc79dd23f55c7bc72e28d0efd9af92f022fa4ac8d4748245
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1474,7 +1477,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example baef9411a227ae2ee1ab2494a38fb163770af4c565049ae9672c42359c28270e
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1506,7 +1512,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 98b8a67038cc94bcc00d5cb919bb7f856b93d4521e5f31d220498cf35da20680
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1538,7 +1547,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 08dff183ec5760dda60f86c802bedd5a7a63378b0bc9c6cce34fab4385a29731
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1570,7 +1582,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example ef2596fc4809b0ba5307b54bd2029ee39486dad9bd299674b92ee6320a3e76e5
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1602,7 +1617,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 4fea4a5b6b1de7937da976c0bc31c08e1336cdf83940eca1eea7cd3bc3949cd4
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1634,7 +1652,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example a46872227ab1b0c95b3c70ba5348fa6f25579329f40d2fabfa65f9b5c003e3df
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1666,7 +1687,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example fcedec9f477b4dd8a2a7b43d814796bdf50fb2594291c9ff2ff0baf4446f67fd
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../../src/paths.js";
+import { verifySignature } from "../../src/signing.js";
 
 type Json = Record<string, any>;
 
@@ -115,6 +116,23 @@ describe.each([
     const parameters = operations.flatMap(({ op, where }) => ((op.parameters ?? []) as Json[]).map((p) => ({ where: `${where} ${p.name}`, p })));
     expect(parameters.map(({ where }) => where)).toContain("GET /api/v2/businesses/search category_id");
     for (const { where, p } of parameters) expect(p.example, where).toBeDefined();
+  });
+});
+
+describe("the webhooks of the OpenAPI 3.1 document", () => {
+  it("give the signature header a real signature of the event's example, with the registration example's secret", () => {
+    const openapi = parseYaml(readFileSync(specPaths.openapi, "utf8")) as Json;
+    const secret = Object.values(openapi.paths["/api/v2/webhooks"].post.requestBody.content["application/json"].examples as Json)[0].value.secret as string;
+    const webhooks = Object.entries(openapi.webhooks as Json);
+    expect(webhooks).toHaveLength(8);
+    for (const [event, item] of webhooks) {
+      const op = (item as Json).post as Json;
+      const schema = (op.requestBody.content["application/json"].schema.$ref as string).split("/").pop()!;
+      const body = JSON.stringify(openapi.components.schemas[schema].examples[0]);
+      const [signature] = op.parameters as Json[];
+      expect(verifySignature(body, signature!.example, secret), event).toEqual({ valid: true });
+      expect(verifySignature(body, signature!.example, `${secret}x`).valid, event).toBe(false);
+    }
   });
 });
 
