@@ -68,6 +68,21 @@ describe.runIf(available)("generated/docs/index.html", () => {
     }
   });
 
+  // Request examples used to be listed last-declared first, so every request sample opened on
+  // "rate-limited: Too many requests" (D36): the sample a reader sees first is the operation's success.
+  it("opens every request sample on the operation's success example", async () => {
+    let checked = 0;
+    for (const { op } of operations.filter((o) => o.op.requestBody)) {
+      const successes = Object.entries(op.responses as Json)
+        .filter(([status]) => status.startsWith("2"))
+        .flatMap(([, r]) => Object.values(((r as Json).content ?? {}) as Json).flatMap((m) => Object.keys((m.examples ?? {}) as Json)));
+      const shown = /\nPayload\n([^\n]+)\n/.exec(await section(op))?.[1];
+      expect(successes, `${op.operationId}: the payload sample shows ${shown}`).toContain(shown);
+      checked++;
+    }
+    expect(checked).toBe(3);
+  });
+
   it("renders all eight webhook events, each with the signature header and the delivery rules", async () => {
     expect(webhooks.map((w) => w.event).sort()).toEqual([...eventNames].sort());
     const { signatureHeader, disableAfterConsecutiveFailures } = loadDeliveryRules();
