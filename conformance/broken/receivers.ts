@@ -2,7 +2,7 @@
 // receiver certification must catch every one (conformance/broken/receiver-expected-failures.json).
 import { createHmac } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { readRawBody, sendProblem, verifyDelivery } from "../../src/receiver.js";
+import { readRawBody, sendProblem, verifyDelivery } from "@partner-platform/sdk";
 import { loadDeliveryRules } from "../../src/spec.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;

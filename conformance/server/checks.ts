@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
 import { packageRoot } from "../../src/paths.js";
-import { parseEvent } from "../../src/events/index.js";
+import { parseEvent } from "@partner-platform/sdk";
 import type { EventName } from "../../src/spec.js";
 import { loadContract } from "../api/contract.js";
 import { defineCheck, expectEqual, expectThat, type Check, type CheckRecorder, type Timeline, type TimelineAttempt } from "../framework/check.js";

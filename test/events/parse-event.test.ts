@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../../src/events/index.js";
+import { parseEvent } from "@partner-platform/sdk";
 import { eventExample, eventNames } from "../../src/spec.js";
 
 describe("parseEvent", () => {

@@ -6,7 +6,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
-import { parseEvent } from "../../src/events/index.js";
+import { parseEvent } from "@partner-platform/sdk";
 import { buildEnvelope, deliver, tlsDispatcher } from "../../src/sender.js";
 import { eventExample, eventNames, loadDeliveryRules } from "../../src/spec.js";
 

@@ -6,8 +6,7 @@
 import pLimit, { type LimitFunction } from "p-limit";
 import type { Dispatcher } from "undici";
 import { request } from "undici";
-import { newEventId } from "../../events/index.js";
-import { signPayload } from "../../signing.js";
+import { newEventId, signPayload } from "@partner-platform/sdk";
 import type { DeliveryRules, EventName } from "../../spec.js";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
