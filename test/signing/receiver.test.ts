@@ -1,4 +1,4 @@
-// src/receiver.ts on a real node:http server: every answer of createWebhookHandler, the raw bytes
+// packages/sdk/src/receiver.ts on a real node:http server: every answer of createWebhookHandler, the raw bytes
 // handed to onEvent, the size limit with and without Content-Length, and a client that goes away.
 import { once } from "node:events";
 import { createServer, request, type IncomingMessage, type Server } from "node:http";
