@@ -6,7 +6,8 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { signingVectorsFile } from "../conformance/vectors/index.js";
-import { eventExample, loadDeliveryRules } from "../src/spec.js";
+import { loadDeliveryRules } from "@partner-platform/sdk";
+import { eventExample } from "../src/spec.js";
 
 interface Vector {
   id: string;

@@ -1,6 +1,5 @@
-// Runtime access to the contract for the tools: the library's compiled-in delivery rules and event
-// names, the conformance rules, and the JSON Schema that TypeSpec emits. Everything that needs a
-// number or a schema reads it from here.
+// Runtime access to the contract for the tools: the conformance rules and the JSON Schema that TypeSpec
+// emits (the delivery rules and event names are the library's: @partner-platform/sdk).
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { eventSchemaName, type EventName } from "@partner-platform/sdk";
@@ -9,15 +8,6 @@ import addFormatsModule from "ajv-formats";
 import { parse as parseYaml } from "yaml";
 import type { components } from "../generated/types/api.js";
 import { specPaths } from "./paths.js";
-
-export {
-  describeSchemaErrors,
-  eventNames,
-  eventSchemaName,
-  loadDeliveryRules,
-  type DeliveryRules,
-  type EventName,
-} from "@partner-platform/sdk";
 
 /** The timing rules of certification (`x-conformance` of the Conformance Control API, spec/control/main.tsp). */
 export interface ConformanceRules {

@@ -5,8 +5,7 @@ import { createServer, request, type IncomingMessage, type Server } from "node:h
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadSigningVectors } from "../../conformance/vectors/index.js";
-import { type WebhookEvent, createWebhookHandler, readRawBody, signPayload } from "@partner-platform/sdk";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { type WebhookEvent, createWebhookHandler, readRawBody, signPayload, loadDeliveryRules } from "@partner-platform/sdk";
 
 const { signatureHeader, contentType } = loadDeliveryRules();
 const vectors = loadSigningVectors();
