@@ -7,9 +7,13 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { compile, formatDiagnostic, getOpExamples, NodeHost, type Program, resolveCompilerOptions, serializeValueAsJson, type Value } from "@typespec/compiler";
 import { getAllHttpServices } from "@typespec/http";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import standaloneModule from "ajv/dist/standalone/index.js";
+import addFormatsModule from "ajv-formats";
+import { build as esbuild } from "esbuild";
 import openapiTS, { astToString } from "openapi-typescript";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
-import { signPayload } from "../src/signing.js";
+import { signPayload } from "@partner-platform/sdk";
 import { specHash } from "../src/spec-hash.js";
 
 const root = path.resolve(import.meta.dirname, "..");
@@ -335,6 +339,41 @@ function toYaml(doc: unknown): string {
   return yamlHeader + stringifyYaml(doc, { lineWidth: 0, version: "1.1" });
 }
 
+/**
+ * What @partner-platform/sdk reads of the contract, as modules (it ships no YAML parser and no schema
+ * compiler): the delivery rules and event names, and a validator for each event and their union,
+ * compiled by Ajv (JSON Schema 2020-12, the options of src/spec.ts) and bundled with the few Ajv
+ * run-time helpers they call, so that nothing else is imported.
+ */
+async function sdkModules(jsonSchemas: Json[], asyncapi: Json): Promise<Files> {
+  const ajv = new Ajv2020({ allErrors: true, strict: true, code: { source: true, esm: true } });
+  (addFormatsModule as unknown as (ajv: Ajv2020) => void)(ajv);
+  for (const schema of jsonSchemas) ajv.addSchema(schema);
+  const byId = (id: string) => jsonSchemas.find((s) => s.$id === id)!;
+  const eventNames = byId("EventName.json").enum as string[];
+  // The union and each branch of it (one envelope schema per event), exported by schema name.
+  const envelopes = (byId("WebhookEvent.json").anyOf as { $ref: string }[]).map((branch) => branch.$ref);
+  const exported = ["WebhookEvent.json", ...envelopes].map((id) => [id.replace(/\.json$/, ""), id]);
+  const standaloneCode = standaloneModule as unknown as typeof standaloneModule.default;
+  const standalone = standaloneCode(ajv, Object.fromEntries(exported));
+  const bundled = await esbuild({
+    stdin: { contents: standalone, resolveDir: root, loader: "js" },
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    write: false,
+    logLevel: "silent",
+  });
+  const delivery = asyncapi["x-delivery"];
+  return new Map([
+    ["sdk/validators.ts", `${tsHeader}// @ts-nocheck\n${bundled.outputFiles[0]!.text}`],
+    [
+      "sdk/delivery.ts",
+      `${tsHeader}export const deliveryRules = ${JSON.stringify(delivery, null, 2)};\n\nexport const eventNames = ${JSON.stringify(eventNames)} as const;\n`,
+    ],
+  ]);
+}
+
 async function typesOf(openapi: Json): Promise<string> {
   const ast = await openapiTS(structuredClone(openapi) as unknown as Parameters<typeof openapiTS>[0], { alphabetize: false });
   return tsHeader + astToString(ast);
@@ -378,6 +417,8 @@ export async function buildGenerated(options: { tables?: boolean; specDir?: stri
     for (const [rel, text] of emitted) {
       if (rel.startsWith("json-schema/")) out.set(rel, withJsonHeader(JSON.parse(text) as Json));
     }
+    const jsonSchemas = [...out].filter(([rel]) => rel.startsWith("json-schema/")).map(([, text]) => JSON.parse(text) as Json);
+    for (const [rel, text] of await sdkModules(jsonSchemas, asyncapi)) out.set(rel, text);
     out.set("manifest.json", withJsonHeader({ specSha256: specHash(specDir) }));
     out.set("types/api.ts", await typesOf(openapi));
   } finally {

@@ -8,7 +8,8 @@ import rateLimit from "@fastify/rate-limit";
 import { STATUS_CODES } from "node:http";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { packageRoot } from "../paths.js";
-import { eventExample, eventSchemaName, type EventName } from "../spec.js";
+import { eventSchemaName, type EventName } from "@partner-platform/sdk";
+import { eventExample } from "../spec.js";
 import type { Clock } from "./clock.js";
 import type { ClientConfig } from "./config.js";
 import {

@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../../src/paths.js";
 import { fieldErrors } from "../../src/server/contract.js";
-import { eventNames, eventSchemaName, validatorFor } from "../../src/spec.js";
+import { eventNames, eventSchemaName } from "@partner-platform/sdk";
+import { validatorFor } from "../../src/spec.js";
 
 type Json = Record<string, any>;
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../../src/paths.js";
-import { verifySignature } from "../../src/signing.js";
+import { verifySignature } from "@partner-platform/sdk";
 
 type Json = Record<string, any>;
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { chromiumPath, hasChromium, launchChromium, refuseNetwork } from "../../scripts/chromium.js";
 import { packageRoot, specPaths } from "../../src/paths.js";
-import { eventNames, loadDeliveryRules } from "../../src/spec.js";
+import { eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import { duration, guidesDir, receiverTabs } from "../../scripts/guides.js";
 
 const available = hasChromium();

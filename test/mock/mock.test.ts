@@ -8,7 +8,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { busyPortMessage, prismFailureMessage } from "../../src/cli/mock.js";
-import { createPartnerClient } from "../../src/client/index.js";
+import { createPartnerClient } from "@partner-platform/sdk";
 import { freePort } from "../../scripts/free-port.js";
 import { startCommand } from "../../scripts/start-command.js";
 import { packageRoot } from "../../src/paths.js";

@@ -2,7 +2,7 @@
 // runs them on the server's clock, and sends the disable e-mails. State lives in the database, so a
 // restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
 import pLimit, { type LimitFunction } from "p-limit";
-import type { DeliveryRules, EventName } from "../../spec.js";
+import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
 import { composeDisableMail } from "./mail.js";

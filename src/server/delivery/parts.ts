@@ -6,9 +6,7 @@
 import pLimit, { type LimitFunction } from "p-limit";
 import type { Dispatcher } from "undici";
 import { request } from "undici";
-import { newEventId } from "../../events/index.js";
-import { signPayload } from "../../signing.js";
-import type { DeliveryRules, EventName } from "../../spec.js";
+import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import type { Db, Queryable } from "../store.js";
