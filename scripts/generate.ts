@@ -5,9 +5,15 @@ import { mkdtemp, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { compile, formatDiagnostic, NodeHost, resolveCompilerOptions } from "@typespec/compiler";
+import { compile, formatDiagnostic, getOpExamples, NodeHost, type Program, resolveCompilerOptions, serializeValueAsJson, type Value } from "@typespec/compiler";
+import { getAllHttpServices } from "@typespec/http";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import standaloneModule from "ajv/dist/standalone/index.js";
+import addFormatsModule from "ajv-formats";
+import { build as esbuild } from "esbuild";
 import openapiTS, { astToString } from "openapi-typescript";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { signPayload } from "@partner-platform/sdk";
 import { specHash } from "../src/spec-hash.js";
 
 const root = path.resolve(import.meta.dirname, "..");
@@ -23,8 +29,8 @@ const tsHeader = `// ${HEADER}\n`;
 type Files = Map<string, string>;
 type Json = Record<string, unknown>;
 
-/** Compiles spec/main.tsp with warnings as errors into a temporary folder and returns that folder. */
-async function compileTypeSpec(entrypoint: string): Promise<string> {
+/** Compiles spec/main.tsp with warnings as errors into a temporary folder; returns that folder and the program. */
+async function compileTypeSpec(entrypoint: string): Promise<{ outputDir: string; program: Program }> {
   const configPath = path.join(path.dirname(entrypoint), "tspconfig.yaml");
   const outputDir = await mkdtemp(path.join(tmpdir(), "partner-platform-tsp-"));
   const [options, configDiagnostics] = await resolveCompilerOptions(NodeHost, {
@@ -39,7 +45,7 @@ async function compileTypeSpec(entrypoint: string): Promise<string> {
     const text = diagnostics.map((d) => formatDiagnostic(d, { pretty: false, pathRelativeTo: root })).join("\n");
     throw new Error(`TypeSpec compilation of ${path.relative(root, entrypoint)} failed (warnings are errors):\n${text}`);
   }
-  return outputDir;
+  return { outputDir, program };
 }
 
 async function readTree(dir: string, prefix = ""): Promise<Files> {
@@ -194,8 +200,178 @@ function listStandaloneSchemas(openapi: Json): void {
   }
 }
 
+/** One `@opExample` of an operation: the status it answers with, and its parameter and response-header values. */
+interface OperationExample {
+  title: string;
+  status: string;
+  /** By `<in>:<name>`, the name lower-cased (HTTP header names are case-insensitive). */
+  parameters: Map<string, unknown>;
+  /** By header name as OpenAPI writes it. */
+  headers: Map<string, unknown>;
+}
+
+const isSuccess = (status: string) => /^2/.test(status);
+
+/**
+ * The `@opExample`s of every operation, by `<method> <path>` as OpenAPI writes them: the successes (2xx)
+ * first, otherwise in the order the spec declares them. TypeSpec 1.11 emits only their bodies (none of
+ * their parameter or header values) and lists them last-declared first, so a request sample opened on
+ * whichever error example was declared last.
+ */
+function operationExamples(program: Program): Map<string, OperationExample[]> {
+  const [services] = getAllHttpServices(program);
+  const out = new Map<string, OperationExample[]>();
+  const json = (value: Value, property: { type: Parameters<typeof serializeValueAsJson>[2] }) => serializeValueAsJson(program, value, property.type);
+  for (const op of services.flatMap((s) => s.operations)) {
+    const examples: OperationExample[] = [];
+    // Decorators apply bottom-up: getOpExamples lists them last-declared first.
+    for (const example of [...getOpExamples(program, op.operation)].reverse()) {
+      const args = example.parameters?.valueKind === "ObjectValue" ? example.parameters.properties : undefined;
+      const parameters = new Map<string, unknown>();
+      for (const p of op.parameters.parameters) {
+        const value = args?.get(p.param.name)?.value;
+        if (value) parameters.set(`${p.type}:${p.name.toLowerCase()}`, json(value, p.param));
+      }
+      const returned = example.returnType?.valueKind === "ObjectValue" ? example.returnType.properties : new Map();
+      let status: string | undefined;
+      const headers = new Map<string, unknown>();
+      for (const response of op.responses) {
+        if (typeof response.statusCodes !== "number") continue;
+        for (const content of response.responses) {
+          const statusProperty = content.properties.find((p) => p.kind === "statusCode")?.property;
+          const statusValue = statusProperty ? returned.get(statusProperty.name)?.value : undefined;
+          // A response without a status property is a plain body (200); an example of it names no status.
+          const matches = statusProperty ? statusValue && json(statusValue, statusProperty) === response.statusCodes : !returned.has("statusCode");
+          if (!matches || status !== undefined) continue;
+          status = String(response.statusCodes);
+          for (const [name, property] of Object.entries(content.headers ?? {})) {
+            const value = returned.get(property.name)?.value;
+            if (value) headers.set(name, json(value, property));
+          }
+        }
+      }
+      if (status === undefined) throw new Error(`${op.verb.toUpperCase()} ${op.path}: example ${example.title} matches no response`);
+      examples.push({ title: example.title ?? "", status, parameters, headers });
+    }
+    out.set(`${op.verb} ${op.path}`, examples.filter((e) => isSuccess(e.status)).concat(examples.filter((e) => !isSuccess(e.status))));
+  }
+  return out;
+}
+
+/**
+ * Gives every parameter and every response header the value of the first example that sets it (a
+ * header: the first example of its status), and orders every set of named examples as
+ * `operationExamples` does, success first. A parameter or header that no example sets fails generation:
+ * mocks and testing tools send what the document shows (Prism invents `string` and `1` otherwise), so an
+ * example must say what a real exchange carries.
+ */
+function examplesThatTellTheTruth(openapi: Json, examples: Map<string, OperationExample[]>): void {
+  for (const [route, item] of Object.entries((openapi.paths ?? {}) as Record<string, Record<string, Json>>)) {
+    for (const [method, op] of Object.entries(item)) {
+      const list = examples.get(`${method} ${route}`) ?? [];
+      const where = `${method.toUpperCase()} ${route}`;
+      const rank = new Map(list.map((e, i) => [e.title, i]));
+      const ordered = (named: Json) =>
+        Object.fromEntries(Object.entries(named).sort(([a], [b]) => (rank.get(a) ?? list.length) - (rank.get(b) ?? list.length)));
+      const mediaOf = (holder: Json | undefined) => Object.values((holder?.content ?? {}) as Record<string, Json>);
+      for (const media of mediaOf(op.requestBody as Json | undefined)) if (media.examples) media.examples = ordered(media.examples as Json);
+      for (const parameter of (op.parameters ?? []) as Json[]) {
+        const key = `${parameter.in as string}:${(parameter.name as string).toLowerCase()}`;
+        const value = list.map((e) => e.parameters.get(key)).find((v) => v !== undefined);
+        if (value === undefined) throw new Error(`${where}: no @opExample gives the parameter ${parameter.name as string} a value`);
+        parameter.example = value;
+      }
+      for (const [status, response] of Object.entries((op.responses ?? {}) as Record<string, Json>)) {
+        for (const media of mediaOf(response)) if (media.examples) media.examples = ordered(media.examples as Json);
+        for (const [name, header] of Object.entries((response.headers ?? {}) as Record<string, Json>)) {
+          const value = list.filter((e) => e.status === status).map((e) => e.headers.get(name)).find((v) => v !== undefined);
+          if (value === undefined) throw new Error(`${where}: no @opExample of status ${status} gives the header ${name} a value`);
+          header.example = value;
+        }
+      }
+    }
+  }
+}
+
+/**
+ * The signature header of each webhook gets a real signature as its example: the HMAC of its event's
+ * example as compact JSON (`JSON.stringify`), keyed with the secret of the first registration example (D2),
+ * so that a verifier can be checked against the document itself.
+ */
+function signedWebhookExamples(openapi: Json): void {
+  const schemas = (openapi.components as Json).schemas as Record<string, Json>;
+  const registrations = Object.values(openapi.paths as Record<string, Record<string, Json>>)
+    .flatMap((item) => Object.values(item))
+    .flatMap((op) => Object.values(((op.requestBody as Json | undefined)?.content ?? {}) as Record<string, Json>))
+    .filter((media) => (media.schema as Json).$ref === "#/components/schemas/WebhookRegistration");
+  const secret = (Object.values((registrations[0]?.examples ?? {}) as Record<string, Json>)[0]?.value as Json | undefined)?.secret as string | undefined;
+  if (!secret) throw new Error("the webhook registration has no example with a secret to sign the webhook examples with");
+  for (const item of Object.values(openapi.webhooks as Record<string, Record<string, Json>>)) {
+    for (const op of Object.values(item)) {
+      const media = Object.values(((op.requestBody as Json).content ?? {}) as Record<string, Json>)[0]!;
+      const name = ((media.schema as Json).$ref as string).split("/").pop()!;
+      const example = (schemas[name]!.examples as unknown[] | undefined)?.[0];
+      if (example === undefined) throw new Error(`${name} has no example to sign`);
+      for (const parameter of op.parameters as Json[]) {
+        parameter.example = signPayload(JSON.stringify(example), secret);
+        parameter.description = `${parameter.description as string} The example signs the event's example as compact JSON with the secret \`${secret}\`.`;
+      }
+    }
+  }
+}
+
+/**
+ * OpenAPI 3.0 has no `webhooks` section, and TypeSpec's 3.0 document drops them without a word: the
+ * document says where they are, in its description (for readers) and in `x-webhooks-elsewhere` (for tools).
+ */
+function webhooksAreElsewhere(openapi30: Json, events: string[]): void {
+  const info = openapi30.info as Json;
+  const where = { openapi: "openapi.yaml#/webhooks", asyncapi: "../../spec/asyncapi.yaml" };
+  info.description = `${info.description as string}\n\nWebhooks: OpenAPI 3.0 has no \`webhooks\` section, so the ${events.length} webhook events (${events.map((e) => `\`${e}\``).join(", ")}) are not in this document. They are in the OpenAPI 3.1 document \`${where.openapi}\` and in the AsyncAPI 3 document \`spec/asyncapi.yaml\` (with the delivery rules in \`x-delivery\`), both shipped in this package.`;
+  openapi30["x-webhooks-elsewhere"] = { ...where, events };
+}
+
+/**
+ * YAML 1.1 quoting: a plain `2026-11-22T14:00:00Z` (or `yes`, `on`) is a string to YAML 1.2 readers but a
+ * timestamp (a boolean) to YAML 1.1 ones such as PyYAML and Dredd's js-yaml, so such strings are quoted.
+ */
 function toYaml(doc: unknown): string {
-  return yamlHeader + stringifyYaml(doc, { lineWidth: 0 });
+  return yamlHeader + stringifyYaml(doc, { lineWidth: 0, version: "1.1" });
+}
+
+/**
+ * What @partner-platform/sdk reads of the contract, as modules (it ships no YAML parser and no schema
+ * compiler): the delivery rules and event names, and a validator for each event and their union,
+ * compiled by Ajv (JSON Schema 2020-12, the options of src/spec.ts) and bundled with the few Ajv
+ * run-time helpers they call, so that nothing else is imported.
+ */
+async function sdkModules(jsonSchemas: Json[], asyncapi: Json): Promise<Files> {
+  const ajv = new Ajv2020({ allErrors: true, strict: true, code: { source: true, esm: true } });
+  (addFormatsModule as unknown as (ajv: Ajv2020) => void)(ajv);
+  for (const schema of jsonSchemas) ajv.addSchema(schema);
+  const byId = (id: string) => jsonSchemas.find((s) => s.$id === id)!;
+  const eventNames = byId("EventName.json").enum as string[];
+  // The union and each branch of it (one envelope schema per event), exported by schema name.
+  const envelopes = (byId("WebhookEvent.json").anyOf as { $ref: string }[]).map((branch) => branch.$ref);
+  const exported = ["WebhookEvent.json", ...envelopes].map((id) => [id.replace(/\.json$/, ""), id]);
+  const standaloneCode = standaloneModule as unknown as typeof standaloneModule.default;
+  const standalone = standaloneCode(ajv, Object.fromEntries(exported));
+  const bundled = await esbuild({
+    stdin: { contents: standalone, resolveDir: root, loader: "js" },
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    write: false,
+    logLevel: "silent",
+  });
+  const delivery = asyncapi["x-delivery"];
+  return new Map([
+    ["sdk/validators.ts", `${tsHeader}// @ts-nocheck\n${bundled.outputFiles[0]!.text}`],
+    [
+      "sdk/delivery.ts",
+      `${tsHeader}export const deliveryRules = ${JSON.stringify(delivery, null, 2)};\n\nexport const eventNames = ${JSON.stringify(eventNames)} as const;\n`,
+    ],
+  ]);
 }
 
 async function typesOf(openapi: Json): Promise<string> {
@@ -212,7 +388,7 @@ export async function buildGenerated(options: { tables?: boolean; specDir?: stri
   const out: Files = new Map();
   // Another spec folder (a copy) is for tests that show what a change of the spec does to every artifact.
   const specDir = options.specDir ?? defaultSpecDir;
-  const tspOut = await compileTypeSpec(path.join(specDir, "main.tsp"));
+  const { outputDir: tspOut, program } = await compileTypeSpec(path.join(specDir, "main.tsp"));
   try {
     const emitted = await readTree(tspOut);
     const openapi31 = parseYaml(emitted.get("openapi/3.1.0/openapi.yaml")!) as Json;
@@ -227,24 +403,31 @@ export async function buildGenerated(options: { tables?: boolean; specDir?: stri
     }
     openapi["x-delivery"] = delivery;
     (openapi.tags as Json[]).push({ name: "Webhook events", description: describeDelivery(delivery) });
+    webhooksAreElsewhere(openapi30, Object.keys(webhooks));
+    const examples = operationExamples(program);
     for (const doc of [openapi, openapi30]) {
+      examplesThatTellTheTruth(doc, examples);
       invalidRequestExamplesWithTheirAnswer(doc);
       listStandaloneSchemas(doc);
     }
+    signedWebhookExamples(openapi);
 
     out.set("openapi/openapi.yaml", toYaml(openapi));
     out.set("openapi/openapi-3.0.yaml", toYaml(openapi30));
     for (const [rel, text] of emitted) {
       if (rel.startsWith("json-schema/")) out.set(rel, withJsonHeader(JSON.parse(text) as Json));
     }
+    const jsonSchemas = [...out].filter(([rel]) => rel.startsWith("json-schema/")).map(([, text]) => JSON.parse(text) as Json);
+    for (const [rel, text] of await sdkModules(jsonSchemas, asyncapi)) out.set(rel, text);
     out.set("manifest.json", withJsonHeader({ specSha256: specHash(specDir) }));
     out.set("types/api.ts", await typesOf(openapi));
   } finally {
     await rm(tspOut, { recursive: true, force: true });
   }
-  const controlOut = await compileTypeSpec(path.join(specDir, "control", "main.tsp"));
+  const { outputDir: controlOut, program: controlProgram } = await compileTypeSpec(path.join(specDir, "control", "main.tsp"));
   try {
     const control = parseYaml(await readFile(path.join(controlOut, "openapi/openapi.yaml"), "utf8")) as Json;
+    examplesThatTellTheTruth(control, operationExamples(controlProgram));
     out.set("control/openapi.yaml", toYaml(control));
     out.set("types/control.ts", await typesOf(control));
   } finally {

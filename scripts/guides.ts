@@ -6,7 +6,7 @@
 //   {{name}}                          a number of x-delivery in spec/asyncapi.yaml
 import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { loadDeliveryRules, type DeliveryRules } from "../src/spec.js";
+import { loadDeliveryRules, type DeliveryRules } from "@partner-platform/sdk";
 import { exampleReceivers, receiversDir } from "./example-receivers.js";
 
 const root = path.resolve(import.meta.dirname, "..");

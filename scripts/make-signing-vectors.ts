@@ -1,12 +1,13 @@
 // Writes conformance/vectors/signing.json: the signing test vectors every test and helper reads.
-// The expected headers are computed with node:crypto here, independently of src/signing.ts.
+// The expected headers are computed with node:crypto here, independently of packages/sdk/src/signing.ts.
 // Deterministic: test/signing/vectors.test.ts checks that the committed file is what this makes.
 import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { signingVectorsFile } from "../conformance/vectors/index.js";
-import { eventExample, loadDeliveryRules } from "../src/spec.js";
+import { loadDeliveryRules } from "@partner-platform/sdk";
+import { eventExample } from "../src/spec.js";
 
 interface Vector {
   id: string;
@@ -17,7 +18,7 @@ interface Vector {
   /** The X-Service-Signature header as sent; null when the header is absent. */
   header: string | null;
   valid: boolean;
-  /** Why verification fails (src/signing.ts VerifyFailure), null when valid. */
+  /** Why verification fails (packages/sdk/src/signing.ts VerifyFailure), null when valid. */
   reason: string | null;
   /** The body's bytes change when it is parsed and re-serialized with JSON.stringify. */
   changesWhenReserialized: boolean;

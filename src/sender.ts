@@ -2,9 +2,8 @@
 // bytes signed are the bytes sent, with the method, content type, header and timeout of the spec.
 import { createSecureContext, rootCertificates } from "node:tls";
 import { Agent, request, type Dispatcher } from "undici";
-import { newEventId, type WebhookEvent } from "./events/index.js";
-import { signPayload } from "./signing.js";
-import { describeSchemaErrors, eventExample, eventSchemaName, loadDeliveryRules, validatorFor, type EventName } from "./spec.js";
+import { newEventId, type WebhookEvent, signPayload, describeSchemaErrors, eventSchemaName, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
+import { eventExample, validatorFor } from "./spec.js";
 
 export interface EnvelopeOptions {
   businessId?: string;

@@ -1,50 +1,133 @@
-// The package as a user installs it: the built CLI binary and the `exports` entry point.
+// The packages as a user installs them: packed as `npm publish` packs them (each one's `prepack` builds
+// it), installed from the tarballs into empty projects with --engine-strict, and used from there.
 import { execFile, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import semver from "semver";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../scripts/free-port.js";
 import { packageRoot } from "../src/paths.js";
+import { eventExample } from "../src/spec.js";
 
 const run = promisify(execFile);
-const pkg = JSON.parse(readFileSync(path.join(packageRoot, "package.json"), "utf8")) as {
-  version: string;
-  bin: Record<string, string>;
-};
+const readJson = (file: string) => JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+const pkg = readJson(path.join(packageRoot, "package.json")) as { version: string; engines: { node: string } };
+const sdkPkg = readJson(path.join(packageRoot, "packages/sdk/package.json")) as { name: string; engines: { node: string } };
 
-describe("built package", () => {
+/** A new project in `dir` with the tarballs installed, as a partner installs them (`npm install --engine-strict`). */
+async function installInto(dir: string, tarballs: string[]): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await writeFile(path.join(dir, "package.json"), JSON.stringify({ name: path.basename(dir), version: "1.0.0", private: true, type: "commonjs" }));
+  await run("npm", ["install", "--engine-strict", "--no-audit", "--no-fund", ...tarballs], { cwd: dir });
+}
+
+/** Bytes of every file under `dir` (symbolic links not followed). */
+async function sizeOf(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    total += entry.isDirectory() ? await sizeOf(full) : (await lstat(full)).size;
+  }
+  return total;
+}
+
+describe("packed and installed from the tarballs", () => {
+  let scratch: string;
+  /** A project with only the library; one with the library and the tools. */
+  let light: string;
+  let tools: string;
+
   beforeAll(async () => {
-    await run(path.join(packageRoot, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], { cwd: packageRoot });
+    scratch = await mkdtemp(path.join(tmpdir(), "partner-platform-packed-"));
+    const { stdout } = await run(
+      "npm",
+      ["pack", "--json", "--pack-destination", scratch, "--workspace", sdkPkg.name, "--include-workspace-root"],
+      { cwd: packageRoot, maxBuffer: 64 * 1024 * 1024 },
+    );
+    const packed = JSON.parse(stdout.slice(stdout.indexOf("["))) as { name: string; filename: string }[];
+    const tarball = (name: string) => path.join(scratch, packed.find((p) => p.name === name)!.filename);
+    light = path.join(scratch, "light");
+    tools = path.join(scratch, "tools");
+    await installInto(light, [tarball(sdkPkg.name)]);
+    await installInto(tools, [tarball(sdkPkg.name), tarball("partner-platform")]);
+  }, 600_000);
+
+  afterAll(async () => {
+    if (scratch) await rm(scratch, { recursive: true, force: true });
   });
 
-  it("exposes the partner-platform binary", async () => {
-    const { stdout } = await run(process.execPath, [path.join(packageRoot, pkg.bin["partner-platform"]!), "--version"]);
-    expect(stdout.trim()).toBe(pkg.version);
+  it("installs the library alone as at most 15 packages and 5 MB", async () => {
+    const lock = readJson(path.join(light, "node_modules/.package-lock.json")) as { packages: Record<string, unknown> };
+    const packages = Object.keys(lock.packages).filter((where) => where.startsWith("node_modules/"));
+    const bytes = await sizeOf(path.join(light, "node_modules"));
+    const measured = `${packages.length} packages, ${(bytes / 1024 / 1024).toFixed(2)} MB: ${packages.map((p) => p.slice("node_modules/".length)).join(", ")}`;
+    console.info(`light install: ${measured}`);
+    expect(packages.length, measured).toBeLessThanOrEqual(15);
+    expect(bytes, measured).toBeLessThanOrEqual(5 * 1024 * 1024);
   });
 
-  it("exports the library entry point (the built file package.json names)", async () => {
-    const entry = (pkg as unknown as { exports: { ".": { default: string } } }).exports["."].default;
-    const lib = (await import(path.join(packageRoot, entry))) as Record<string, unknown>;
-    for (const name of ["createPartnerClient", "parseEvent", "signPayload", "verifySignature", "loadDeliveryRules"]) {
-      expect(typeof lib[name], name).toBe("function");
+  it("publishes no script that runs at install time", () => {
+    for (const where of [`node_modules/${sdkPkg.name}`, "node_modules/partner-platform"]) {
+      const scripts = Object.keys((readJson(path.join(tools, where, "package.json")).scripts ?? {}) as object);
+      expect(scripts.filter((s) => /^(pre|post)?(install|prepare)$/.test(s)), where).toEqual([]);
     }
   });
 
+  // The same partner code compiled by tsc as CommonJS (module node16: TS1479 if the library were ESM
+  // only) and as ESM (NodeNext), then run against the installed library.
+  it.each([
+    ["CommonJS", "commonjs", "node16", /require\("@partner-platform\/sdk"\)/],
+    ["ESM", "module", "nodenext", /from "@partner-platform\/sdk"/],
+  ])("serves a TypeScript %s consumer", async (_name, type, module, compiledImport) => {
+    const project = path.join(light, `consumer-${type}`);
+    await mkdir(project, { recursive: true });
+    await writeFile(path.join(project, "package.json"), JSON.stringify({ name: `consumer-${type}`, private: true, type }));
+    await copyFile(path.join(packageRoot, "test/package/consumer.ts"), path.join(project, "index.ts"));
+    const compilerOptions = {
+      module,
+      moduleResolution: module,
+      target: "ES2022",
+      strict: true,
+      outDir: "out",
+      types: ["node"],
+      typeRoots: [path.join(packageRoot, "node_modules/@types")],
+    };
+    await writeFile(path.join(project, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["index.ts"] }));
+    const tsc = path.join(packageRoot, "node_modules/typescript/bin/tsc");
+    const compiled = await run(process.execPath, [tsc, "-p", "."], { cwd: project }).catch((error: { stdout: string }) => error);
+    expect((compiled as { stdout: string }).stdout).toBe("");
+    expect(await readFile(path.join(project, "out/index.js"), "utf8")).toMatch(compiledImport);
+    const body = JSON.stringify(eventExample("lead.created"));
+    const { stdout } = await run(process.execPath, ["out/index.js", body], { cwd: project });
+    expect(JSON.parse(stdout)).toEqual({ verified: true, leadId: eventExample("lead.created").data.leadID, get: "function" });
+  }, 120_000);
+
+  it("runs `npx partner-platform` from the installed tools", async () => {
+    const { stdout } = await run("npx", ["partner-platform", "--version"], { cwd: tools });
+    expect(stdout.trim()).toBe(pkg.version);
+    const unknown = await run("npx", ["partner-platform", "frobnicate"], { cwd: tools }).catch((error: { code: number; stderr: string }) => error);
+    expect(unknown).toMatchObject({ code: 2 });
+    expect((unknown as { stderr: string }).stderr.split("\n").find((l) => !l.startsWith("npm warn"))).toMatch(/unknown command 'frobnicate'/);
+  });
+
   // Every import the README, the guides and the examples show, resolved as a user's code resolves it:
-  // through the package's own name and its `exports` (Node's self-reference), to the built files.
+  // by package name and `exports`, from a project that installed the tarballs.
   it("resolves every import the README, docs and examples show, with every name they import", async () => {
     const files = ["README.md", "docs/implementing-a-server.md", ...["spec/guides", "examples/receivers"].flatMap((dir) =>
       readdirSync(path.join(packageRoot, dir)).filter((f) => /\.(md|ts)$/.test(f)).map((f) => `${dir}/${f}`),
     )];
     const shown = files.flatMap((file) =>
-      [...readFileSync(path.join(packageRoot, file), "utf8").matchAll(/import\s+(\{[^}]*\}|\w+)\s+from\s+"(partner-platform(?:\/[^"]*)?)"(\s+with\s+\{\s*type:\s*"json"\s*\})?/g)].map(
+      [...readFileSync(path.join(packageRoot, file), "utf8").matchAll(/import\s+(\{[^}]*\}|\w+)\s+from\s+"((?:@partner-platform\/sdk|partner-platform)(?:\/[^"]*)?)"(\s+with\s+\{\s*type:\s*"json"\s*\})?/g)].map(
         (m) => ({ file, clause: m[1]!, specifier: m[2]!, json: Boolean(m[3]) }),
       ),
     );
-    expect(shown.map((s) => s.specifier)).toEqual(expect.arrayContaining(["partner-platform", "partner-platform/conformance/vectors/signing.json"]));
+    expect(shown.map((s) => s.specifier)).toEqual(
+      expect.arrayContaining([sdkPkg.name, "partner-platform", "partner-platform/conformance/vectors/signing.json"]),
+    );
     const wanted = shown.map(({ file, clause, specifier, json }) => ({
       what: `${file}: from "${specifier}"`,
       specifier,
@@ -53,7 +136,8 @@ describe("built package", () => {
         ? clause.slice(1, -1).split(",").map((n) => n.trim()).filter((n) => n && !n.startsWith("type ")).map((n) => n.split(/\s+as\s+/)[0]!)
         : ["default"],
     }));
-    // In a Node process of its own (vitest resolves "partner-platform" to src/ by an alias).
+    // The library's whole API is also importable from the tools package, as before the split.
+    wanted.push({ what: "partner-platform re-exports the library", specifier: "partner-platform", json: false, names: ["createPartnerClient", "parseEvent", "signPayload", "verifySignature", "verifyDelivery", "loadDeliveryRules", "buildEnvelope", "deliver"] });
     const script = `
       const missing = [];
       for (const w of ${JSON.stringify(wanted)}) {
@@ -63,16 +147,8 @@ describe("built package", () => {
         } catch (e) { missing.push(w.what + ": " + e.code); }
       }
       console.log(JSON.stringify(missing));`;
-    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script], { cwd: packageRoot });
+    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script], { cwd: tools });
     expect(JSON.parse(stdout)).toEqual([]);
-  });
-
-  it("answers an unknown command with one line and a non-zero exit", async () => {
-    const result = await run(process.execPath, [path.join(packageRoot, pkg.bin["partner-platform"]!), "frobnicate"]).catch(
-      (error: { code: number; stderr: string }) => error,
-    );
-    expect(result).toMatchObject({ code: 2 });
-    expect((result as { stderr: string }).stderr.split("\n")[0]).toMatch(/unknown command 'frobnicate'/);
   });
 });
 
@@ -135,8 +211,9 @@ describe("engines", () => {
   };
   const supported = ["20.19.0", "22.13.0", "24.0.0"];
 
-  it("declares Node 20.19 or later", () => {
-    expect((pkg as unknown as { engines: { node: string } }).engines.node).toBe(">=20.19");
+  it("declares Node 20.19 or later, for the tools and for the library", () => {
+    expect(pkg.engines.node).toBe(">=20.19");
+    expect(sdkPkg.engines.node).toBe(">=20.19");
   });
 
   it("installs nothing at run time that refuses a supported Node", () => {

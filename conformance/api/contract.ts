@@ -6,7 +6,7 @@ import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../../src/paths.js";
-import { describeSchemaErrors } from "../../src/spec.js";
+import { describeSchemaErrors } from "@partner-platform/sdk";
 
 type Json = Record<string, any>;
 export type Schema = Json;

@@ -2,8 +2,7 @@
 // receiver certification must catch every one (conformance/broken/receiver-expected-failures.json).
 import { createHmac } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { readRawBody, sendProblem, verifyDelivery } from "../../src/receiver.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules } from "@partner-platform/sdk";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 const header = () => loadDeliveryRules().signatureHeader.toLowerCase();

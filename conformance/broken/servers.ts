@@ -5,12 +5,11 @@
 import { createHmac } from "node:crypto";
 import { BlockList, isIP } from "node:net";
 import { interceptors } from "undici";
-import { newEventId } from "../../src/events/index.js";
+import { newEventId, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type PartsOverride } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { urlFormProblem } from "../../src/server/ssrf.js";
-import type { DeliveryRules } from "../../src/spec.js";
 import { faultyRecorder } from "./recorder.js";
 
 export interface BrokenServer {

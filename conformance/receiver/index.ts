@@ -4,8 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { connect as connectTcp, isIP, type AddressInfo, type Socket } from "node:net";
 import { connect as connectTls, createSecureContext, rootCertificates, type ConnectionOptions } from "node:tls";
 import { buildEnvelope, deliver, tlsDispatcher, type DeliveryOutcome } from "../../src/sender.js";
-import { signPayload } from "../../src/signing.js";
-import { eventNames, loadDeliveryRules } from "../../src/spec.js";
+import { signPayload, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import {
   CheckFailed,
   SetupError,

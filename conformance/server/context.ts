@@ -5,8 +5,8 @@
 // *before* acting, then wait for an exact count. An implementation may make an attempt that is due
 // now before the trigger answers, right after, or only in the next advance: all three pass.
 import { randomBytes } from "node:crypto";
-import { createPartnerClient, type PartnerClient } from "../../src/client/index.js";
-import { loadConformanceRules, loadDeliveryRules, type ConformanceRules, type DeliveryRules, type EventName } from "../../src/spec.js";
+import { createPartnerClient, type PartnerClient, loadDeliveryRules, type DeliveryRules, type EventName } from "@partner-platform/sdk";
+import { loadConformanceRules, type ConformanceRules } from "../../src/spec.js";
 import { SetupError } from "../framework/check.js";
 import type { Delivery, Receiver } from "../harness/receiver.js";
 import type { SmtpSink } from "../harness/smtp-sink.js";

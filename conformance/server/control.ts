@@ -1,7 +1,7 @@
 // Client of the Conformance Control API (spec/control/main.tsp) that an implementation under test exposes.
 import createClient from "openapi-fetch";
 import type { components, paths } from "../../generated/types/control.js";
-import type { EventName } from "../../src/spec.js";
+import type { EventName } from "@partner-platform/sdk";
 
 export type Clock = components["schemas"]["Clock"];
 export type TriggeredEvent = components["schemas"]["TriggeredEvent"];

@@ -1,5 +1,5 @@
 // Certification of a webhook-sending server: `certifyServer(options)` from code, `certify server` from the CLI.
-import type { Scope } from "../../src/client/index.js";
+import type { Scope } from "@partner-platform/sdk";
 import type { RunOptions, SuiteReport } from "../framework/check.js";
 import { SetupError, runChecks } from "../framework/check.js";
 import { preflightGet, preflightReach, preflightToken } from "../framework/preflight.js";

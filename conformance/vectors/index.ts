@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { packageRoot } from "../../src/paths.js";
-import type { VerifyFailure } from "../../src/signing.js";
+import type { VerifyFailure } from "@partner-platform/sdk";
 
 export interface SigningVector {
   id: string;

@@ -2,7 +2,7 @@
 // signature covers those bytes, and express.json() would hand over a parsed object whose
 // re-serialization (whitespace, key order, \u escapes, large numbers) no longer matches it.
 import express, { type Express } from "express";
-import { verifyDelivery, type WebhookEvent } from "partner-platform";
+import { verifyDelivery, type WebhookEvent } from "@partner-platform/sdk";
 
 export function createExpressReceiver(secret: string, onEvent: (event: WebhookEvent) => void): Express {
   const seen = new Set<string>(); // use a database in production: the id is the idempotency key

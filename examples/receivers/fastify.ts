@@ -2,7 +2,7 @@
 // that keeps the body as a Buffer: the signature covers the exact bytes, and a parsed-then-
 // re-serialized body (whitespace, key order, \u escapes, large numbers) no longer matches it.
 import Fastify, { type FastifyInstance } from "fastify";
-import { verifyDelivery, type WebhookEvent } from "partner-platform";
+import { verifyDelivery, type WebhookEvent } from "@partner-platform/sdk";
 
 export function createFastifyReceiver(secret: string, onEvent: (event: WebhookEvent) => void): FastifyInstance {
   const seen = new Set<string>(); // use a database in production: the id is the idempotency key

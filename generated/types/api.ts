@@ -1046,9 +1046,15 @@ export interface operations {
     searchBusinesses: {
         parameters: {
             query: {
-                /** @description Category identifier (source document, section 4.2). */
+                /**
+                 * @description Category identifier (source document, section 4.2).
+                 * @example 1000123
+                 */
                 category_id: components["schemas"]["CategoryId"];
-                /** @description Postal code of the job location. */
+                /**
+                 * @description Postal code of the job location.
+                 * @example 10001
+                 */
                 zip: components["schemas"]["ZipCode"];
             };
             header?: never;
@@ -1078,7 +1084,10 @@ export interface operations {
             /** @description 401: missing, unknown, forged or expired access token. */
             401: {
                 headers: {
-                    /** @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`. */
+                    /**
+                     * @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`.
+                     * @example Bearer error="invalid_token", error_description="The access token expired"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1089,7 +1098,10 @@ export interface operations {
             /** @description 403: the token lacks the required scope. */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope. */
+                    /**
+                     * @description RFC 6750 challenge naming the required scope.
+                     * @example Bearer error="insufficient_scope", scope="demand::search"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1100,7 +1112,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1126,7 +1141,11 @@ export interface operations {
             /** @description 201: the registered webhook. */
             201: {
                 headers: {
-                    /** @description Path of the registered webhook. */
+                    /**
+                     * @description The registered webhook's URI, `/api/v2/webhooks/{webhookID}` with the body's `webhookID`. No operation of
+                     *     this version reads a webhook, so a request to it answers 404 (DECISIONS D35): take the id from the body.
+                     * @example /api/v2/webhooks/300001
+                     */
                     Location: string;
                     [name: string]: unknown;
                 };
@@ -1146,7 +1165,10 @@ export interface operations {
             /** @description 401: missing, unknown, forged or expired access token. */
             401: {
                 headers: {
-                    /** @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`. */
+                    /**
+                     * @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`.
+                     * @example Bearer error="invalid_token", error_description="The access token is not valid"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1160,7 +1182,10 @@ export interface operations {
              */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope: always sent with `insufficient-scope`. */
+                    /**
+                     * @description RFC 6750 challenge naming the required scope: always sent with `insufficient-scope`.
+                     * @example Bearer error="insufficient_scope", scope="webhooks::write"
+                     */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1207,7 +1232,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1233,7 +1261,11 @@ export interface operations {
             /** @description 201: the stored service request. */
             201: {
                 headers: {
-                    /** @description Path of the stored request. */
+                    /**
+                     * @description The stored request's URI, `/api/v4/requests/{requestID}` with the body's `requestID`. No operation of this
+                     *     version reads a request, so a request to it answers 404 (DECISIONS D35): take the id from the body.
+                     * @example /api/v4/requests/90000001
+                     */
                     Location: string;
                     [name: string]: unknown;
                 };
@@ -1253,7 +1285,10 @@ export interface operations {
             /** @description 401: missing, unknown, forged or expired access token. */
             401: {
                 headers: {
-                    /** @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`. */
+                    /**
+                     * @description RFC 6750 challenge, e.g. `Bearer error="invalid_token"`.
+                     * @example Bearer
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1264,7 +1299,10 @@ export interface operations {
             /** @description 403: the token lacks the required scope. */
             403: {
                 headers: {
-                    /** @description RFC 6750 challenge naming the required scope. */
+                    /**
+                     * @description RFC 6750 challenge naming the required scope.
+                     * @example Bearer error="insufficient_scope", scope="demand::request"
+                     */
                     "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
@@ -1311,7 +1349,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1325,7 +1366,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description HTTP Basic client authentication (RFC 6749 section 2.3.1): `Basic base64(urlencode(client_id):urlencode(client_secret))`, instead of the body's `client_id` and `client_secret`. */
+                /**
+                 * @description HTTP Basic client authentication (RFC 6749 section 2.3.1): `Basic base64(urlencode(client_id):urlencode(client_secret))`, instead of the body's `client_id` and `client_secret`.
+                 * @example Basic cGFydG5lci1hY21lOnMzY3IzdC1hY21lLTIwMjY=
+                 */
                 authorization?: string;
             };
             path?: never;
@@ -1340,7 +1384,10 @@ export interface operations {
             /** @description Successful token response (RFC 6749 section 5.1). */
             200: {
                 headers: {
-                    /** @description RFC 6749 section 5.1: token responses must not be cached. */
+                    /**
+                     * @description RFC 6749 section 5.1: token responses must not be cached.
+                     * @example no-store
+                     */
                     "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
@@ -1351,6 +1398,7 @@ export interface operations {
             /** @description 400: invalid_request, unsupported_grant_type, invalid_scope or unauthorized_client. */
             400: {
                 headers: {
+                    /** @example no-store */
                     "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
@@ -1361,8 +1409,12 @@ export interface operations {
             /** @description 401: invalid_client (unknown client or wrong secret). */
             401: {
                 headers: {
+                    /** @example no-store */
                     "Cache-Control": "no-store";
-                    /** @description When the client authenticated with HTTP Basic: `Basic realm="partner-platform"` (RFC 6749 section 5.2). */
+                    /**
+                     * @description When the client authenticated with HTTP Basic: `Basic realm="partner-platform"` (RFC 6749 section 5.2).
+                     * @example Basic realm="partner-platform"
+                     */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1373,7 +1425,10 @@ export interface operations {
             /** @description 429: rate limit exceeded. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next request. */
+                    /**
+                     * @description Seconds to wait before the next request.
+                     * @example 30
+                     */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1387,7 +1442,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 70a0ef9533d2d09abc79dd23f55c7bc72e28d0efd9af92f022fa4ac8d4748245
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1419,7 +1477,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example baef9411a227ae2ee1ab2494a38fb163770af4c565049ae9672c42359c28270e
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1451,7 +1512,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 98b8a67038cc94bcc00d5cb919bb7f856b93d4521e5f31d220498cf35da20680
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1483,7 +1547,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 08dff183ec5760dda60f86c802bedd5a7a63378b0bc9c6cce34fab4385a29731
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1515,7 +1582,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example ef2596fc4809b0ba5307b54bd2029ee39486dad9bd299674b92ee6320a3e76e5
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1547,7 +1617,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example 4fea4a5b6b1de7937da976c0bc31c08e1336cdf83940eca1eea7cd3bc3949cd4
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1579,7 +1652,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example a46872227ab1b0c95b3c70ba5348fa6f25579329f40d2fabfa65f9b5c003e3df
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;
@@ -1611,7 +1687,10 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. */
+                /**
+                 * @description Lowercase hexadecimal HMAC-SHA256 of the exact body bytes delivered, keyed with the UTF-8 bytes of the webhook's secret; no prefix (source document, section 5.3). Recompute it over the raw body and compare in constant time. The example signs the event's example as compact JSON with the secret `whsec-acme-4711-kP9vR2xQ`.
+                 * @example fcedec9f477b4dd8a2a7b43d814796bdf50fb2594291c9ff2ff0baf4446f67fd
+                 */
                 "X-Service-Signature": string;
             };
             path?: never;

@@ -3,7 +3,7 @@
 import { certifyReference } from "../../conformance/server/reference.js";
 import { answers, startReceiver } from "../../conformance/harness/receiver.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { loadDeliveryRules } from "@partner-platform/sdk";
 import type { Bench } from "../bench.js";
 
 const client = loadConfig().clients[0]!;

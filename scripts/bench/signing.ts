@@ -2,7 +2,7 @@
 // bodies. The two alternate in short rounds and the median of the per-round ratios is printed,
 // so that load from other processes on a shared machine hits both sides alike.
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { verifySignature } from "../../src/signing.js";
+import { verifySignature } from "@partner-platform/sdk";
 import type { Bench } from "../bench.js";
 
 const secret = "whsec-bench-0123456789abcdef";

@@ -3,7 +3,7 @@
 import { readFile } from "node:fs/promises";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { buildEnvelope, deliver, tlsDispatcher } from "../sender.js";
-import { eventNames, type EventName } from "../spec.js";
+import { eventNames, type EventName } from "@partner-platform/sdk";
 import { nonEmpty, webhookSecretEnv } from "./verify.js";
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });

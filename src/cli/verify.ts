@@ -2,8 +2,7 @@
 // Exit status: 0 valid, 1 invalid, 2 usage error (commander's, or an unreadable body).
 import { readFile } from "node:fs/promises";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { verifySignature } from "../signing.js";
-import { loadDeliveryRules } from "../spec.js";
+import { verifySignature, loadDeliveryRules } from "@partner-platform/sdk";
 
 async function readStdin(): Promise<Buffer> {
   const chunks: Buffer[] = [];

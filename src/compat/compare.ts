@@ -372,7 +372,11 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       for (const h of Object.keys(hb)) if (!(h in ha)) add({ kind: "header-removed", area: "rest", message: `${key} ${s} response: header ${h} removed`, breaks: ["clients"], location: opLoc });
       for (const h of Object.keys(ha)) {
         if (!(h in hb)) add({ kind: "header-added", area: "rest", message: `${key} ${s} response: ${ha[h].required ? "required" : "optional"} header ${h} added`, breaks: ha[h].required ? ["servers"] : [], location: opLoc });
-        else compareSchema(hb[h].schema, ha[h].schema, ctx(`${s} response header ${h}`, "response"));
+        else {
+          compareSchema(hb[h].schema, ha[h].schema, ctx(`${s} response header ${h}`, "response"));
+          // What a header names is told in its description (D35's Location): a change of it is documentation.
+          if (hb[h].description !== ha[h].description) add({ kind: "documentation", area: "docs", message: `${key} ${s} response: header ${h} description changed`, breaks: [], location: opLoc });
+        }
       }
       const mb = (rsb.content ?? {}) as Json;
       const ma = (rsa.content ?? {}) as Json;

@@ -159,11 +159,14 @@ export function formatJson(report: CompatReport): string {
   return `${JSON.stringify({ ...report, verdicts: report.verdicts.map((v) => ({ class: classOf(v), ...v })) }, null, 2)}\n`;
 }
 
+/** How an entry says its version is ahead of info.version (a changelog keeps one such entry). */
+export const UNRELEASED = "Not released yet:";
+
 /** A CHANGELOG.md entry: the changes grouped by whom they break. */
 export function formatMarkdown(report: CompatReport, heading = `## ${report.suggestedVersion}`): string {
   const out = [heading, "", `Compared with \`${report.base}\` (${report.baseVersion}) by \`npm run compat\`.`, ""];
   if (report.headVersion !== report.suggestedVersion && report.verdicts.length > 0) {
-    out.splice(4, 0, `Not released yet: info.version is ${report.headVersion}; these changes need ${report.suggestedVersion}.`, "");
+    out.splice(4, 0, `${UNRELEASED} info.version is ${report.headVersion}; these changes need ${report.suggestedVersion}.`, "");
   }
   const item = (v: Verdict) => `- ${v.message.replace(/\s+/g, " ")}${v.location ? ` (\`${where(v)}\`)` : ""}${v.allowed ? "" : " **not allowed**"}`;
   const groups: [string, Verdict[]][] = [

@@ -8,7 +8,8 @@ import rateLimit from "@fastify/rate-limit";
 import { STATUS_CODES } from "node:http";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { packageRoot } from "../paths.js";
-import { eventExample, eventSchemaName, type EventName } from "../spec.js";
+import { eventSchemaName, type EventName } from "@partner-platform/sdk";
+import { eventExample } from "../spec.js";
 import type { Clock } from "./clock.js";
 import type { ClientConfig } from "./config.js";
 import {
@@ -264,6 +265,14 @@ export function createApp(options: AppOptions): FastifyInstance {
   const registration = { ...baseChecks, ...options.registration?.(baseChecks) };
   const throttle = failedAuthThrottle(app);
 
+  // JSON answers go out as the contract declares them, `application/json` and `application/problem+json`
+  // with no charset (RFC 8259 section 11, RFC 9457 define none), where Fastify would add `; charset=utf-8`:
+  // contract testers such as Dredd compare the declared type literally (D36).
+  app.addHook("onSend", async (_req, reply, payload) => {
+    const type = reply.getHeader("content-type");
+    if (typeof type === "string" && /^application\/(problem\+)?json; charset=utf-8$/i.test(type)) reply.header("content-type", type.split(";")[0]!);
+    return payload;
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
     const text = utf8Body(req, body as Buffer);

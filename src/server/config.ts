@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { packageRoot } from "../paths.js";
-import { describeSchemaErrors } from "../spec.js";
+import { describeSchemaErrors } from "@partner-platform/sdk";
 import { allScopes, createAjv, specTokenLifetimeSeconds } from "./contract.js";
 
 export interface ClientConfig {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createPartnerClient, TokenRequestError, type PartnerClientOptions } from "../../src/client/index.js";
+import { createPartnerClient, TokenRequestError, type PartnerClientOptions } from "@partner-platform/sdk";
 
 const BASE = "https://api.test";
 const AUTH = "https://auth.test";

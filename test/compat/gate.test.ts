@@ -91,6 +91,13 @@ describe("npm run compat / partner-platform compat", () => {
     expect(twice).toContain("- b");
   });
 
+  it("replaces an unreleased entry that named another version, and keeps released ones", () => {
+    const released = prependEntry("", "## 4.0.0\n\n- first\n");
+    const unreleased = prependEntry(released, "## 4.0.1\n\nNot released yet: info.version is 4.0.0; these changes need 4.0.1.\n\n- a\n");
+    const next = prependEntry(unreleased, "## 4.1.0\n\nNot released yet: info.version is 4.0.0; these changes need 4.1.0.\n\n- a\n- b\n");
+    expect(next.match(/^## .*$/gm)).toEqual(["## 4.1.0", "## 4.0.0"]);
+  });
+
   it.each([
     [["--base", "no-such-revision"], /^partner-platform: compat: --base no-such-revision: neither a directory nor a git revision of .*\n$/],
     [["--base", "HEAD", "--head", "/"], /^partner-platform: compat: \/: no main.tsp there or in its spec\/ folder\n$/],

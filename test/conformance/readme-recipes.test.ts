@@ -4,11 +4,9 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { createNodeReceiver } from "../../examples/receivers/node-http.js";
@@ -25,9 +23,8 @@ const secrets: Record<string, string> = {
   PARTNER_PLATFORM_SECOND_CLIENT_SECRET: second.clientSecret,
   PARTNER_PLATFORM_WEBHOOK_SECRET: webhookSecret,
 };
-// An absolute `--import tsx`: the recipes run in a folder of their own, where `tsx` does not resolve.
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const program = `node --import ${tsx} ${path.join(packageRoot, "src/cli/main.ts")}`;
+// The package's own bin (which runs this checkout's sources): the recipes run in a folder of their own.
+const program = `node ${path.join(packageRoot, "bin/partner-platform.js")}`;
 
 interface Recipe {
   env: Record<string, string>;

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { Parser, fromFile } from "@asyncapi/parser";
 import { beforeAll, describe, expect, it } from "vitest";
 import { specPaths } from "../../src/paths.js";
-import { eventNames, eventSchemaName, loadDeliveryRules } from "../../src/spec.js";
+import { eventNames, eventSchemaName, loadDeliveryRules } from "@partner-platform/sdk";
 import path from "node:path";
 
 type ParsedDocument = NonNullable<Awaited<ReturnType<ReturnType<typeof fromFile>["parse"]>>["document"]>;

@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { specPaths } from "../../src/paths.js";
 import { fieldErrors } from "../../src/server/contract.js";
-import { eventNames, eventSchemaName, validatorFor } from "../../src/spec.js";
+import { eventNames, eventSchemaName } from "@partner-platform/sdk";
+import { validatorFor } from "../../src/spec.js";
 
 type Json = Record<string, any>;
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -69,6 +70,17 @@ function describeExamples(name: string, file: string, partnerApi: boolean): void
       }
     }
   }
+  // Every parameter and response header has an example (D36: mocks and Dredd send them), valid like any other.
+  for (const { route, method, op } of operations) {
+    for (const p of (op.parameters ?? []) as Json[]) {
+      cases.push({ where: `${method.toUpperCase()} ${route} ${p.in} parameter ${p.name}`, schema: p.schema, value: p.example });
+    }
+    for (const [status, response] of Object.entries(op.responses as Json)) {
+      for (const [name, header] of Object.entries(((response as Json).headers ?? {}) as Json)) {
+        cases.push({ where: `${method.toUpperCase()} ${route} ${status} header ${name}`, schema: header.schema, value: header.example });
+      }
+    }
+  }
   for (const [name, schema] of Object.entries(openapi.components.schemas as Json)) {
     for (const [i, value] of ((schema.examples ?? []) as unknown[]).entries()) {
       cases.push({ where: `components.schemas.${name}.examples[${i}]`, schema: { $ref: `#/components/schemas/${name}` }, value });
@@ -84,6 +96,7 @@ function describeExamples(name: string, file: string, partnerApi: boolean): void
     });
 
     it.each(cases.map((c) => [c.where, c] as const))("%s validates against its schema", (_where, c) => {
+      expect(c.value, "no example").toBeDefined();
       const validate = validatorOf(c.schema);
       expect(validate(c.value), JSON.stringify(validate.errors)).toBe(true);
     });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { chromiumPath, hasChromium, launchChromium, refuseNetwork } from "../../scripts/chromium.js";
 import { packageRoot, specPaths } from "../../src/paths.js";
-import { eventNames, loadDeliveryRules } from "../../src/spec.js";
+import { eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import { duration, guidesDir, receiverTabs } from "../../scripts/guides.js";
 
 const available = hasChromium();
@@ -66,6 +66,21 @@ describe.runIf(available)("generated/docs/index.html", () => {
       for (const parameter of (op.parameters ?? []) as Json[]) expect(text, `${op.operationId} ${parameter.name}`).toContain(parameter.name);
       for (const status of Object.keys(op.responses as Json)) expect(text, `${op.operationId} ${status}`).toMatch(new RegExp(`^${status}$`, "m"));
     }
+  });
+
+  // Request examples used to be listed last-declared first, so every request sample opened on
+  // "rate-limited: Too many requests" (D36): the sample a reader sees first is the operation's success.
+  it("opens every request sample on the operation's success example", async () => {
+    let checked = 0;
+    for (const { op } of operations.filter((o) => o.op.requestBody)) {
+      const successes = Object.entries(op.responses as Json)
+        .filter(([status]) => status.startsWith("2"))
+        .flatMap(([, r]) => Object.values(((r as Json).content ?? {}) as Json).flatMap((m) => Object.keys((m.examples ?? {}) as Json)));
+      const shown = /\nPayload\n([^\n]+)\n/.exec(await section(op))?.[1];
+      expect(successes, `${op.operationId}: the payload sample shows ${shown}`).toContain(shown);
+      checked++;
+    }
+    expect(checked).toBe(3);
   });
 
   it("renders all eight webhook events, each with the signature header and the delivery rules", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../../src/events/index.js";
-import { eventExample, eventNames } from "../../src/spec.js";
+import { parseEvent, eventNames } from "@partner-platform/sdk";
+import { eventExample } from "../../src/spec.js";
 
 describe("parseEvent", () => {
   it.each(eventNames.map((n) => [n] as const))("accepts the spec's %s example and types it", (name) => {

@@ -8,7 +8,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { busyPortMessage, prismFailureMessage } from "../../src/cli/mock.js";
-import { createPartnerClient } from "../../src/client/index.js";
+import { createPartnerClient } from "@partner-platform/sdk";
 import { freePort } from "../../scripts/free-port.js";
 import { startCommand } from "../../scripts/start-command.js";
 import { packageRoot } from "../../src/paths.js";
@@ -97,6 +97,8 @@ describe("partner-platform mock", () => {
     });
     expect(request.response.status).toBe(201);
     expect(request.data?.requestID).toBe("90000001");
+    // Headers carry the spec's examples, consistent with the body (D35, D36), not Prism's filler "string".
+    expect(request.response.headers.get("location")).toBe(`/api/v4/requests/${request.data?.requestID}`);
 
     const webhook = await c.POST("/api/v2/webhooks", {
       body: { url: "https://hooks.example.com/p", events: ["lead.created"], businessID: "4711", secret: "0123456789abcdef" },
@@ -104,6 +106,7 @@ describe("partner-platform mock", () => {
     expect(webhook.response.status).toBe(201);
     expect(webhook.data?.status).toBe("enabled");
     expect(webhook.data).not.toHaveProperty("secret");
+    expect(webhook.response.headers.get("location")).toBe(`/api/v2/webhooks/${webhook.data?.webhookID}`);
   });
 
   // The Getting started guide (spec/guides/, in the reference docs) as a partner follows it: its shell
@@ -153,8 +156,9 @@ describe("partner-platform mock", () => {
     });
     expect(response.status).toBe(429);
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
-    expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(error?.type).toBe("urn:partner-platform:problem:rate-limited");
+    // The wait in the header is the one the body's detail names.
+    expect(response.headers.get("retry-after")).toBe(/retry after (\d+) seconds/.exec(error?.detail ?? "")?.[1]);
   });
 
   it("refuses a busy port with one line naming the port and --port", async () => {

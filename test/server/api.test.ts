@@ -31,7 +31,8 @@ const api = () => apiOf(server);
 
 async function raw(method: string, path: string, body: string | undefined, headers: Record<string, string>) {
   const response = await fetch(`${server.url}${path}`, { method, body, headers });
-  return { status: response.status, type: response.headers.get("content-type")?.split(";")[0], headers: response.headers, body: (await response.json().catch(() => undefined)) as any };
+  // The whole header: JSON answers carry the declared media type exactly, with no charset (D36).
+  return { status: response.status, type: response.headers.get("content-type"), headers: response.headers, body: (await response.json().catch(() => undefined)) as any };
 }
 
 const request = { categoryID: "1000123", zipCode: "10001", customer: { name: "Jane Doe", email: "jane@example.com", phone: "+12125550143" } };
@@ -52,7 +53,7 @@ describe("token endpoint (RFC 6749)", () => {
     const grant = await raw("POST", "/oauth2/token", "grant_type=password&client_id=a&client_secret=b", { "content-type": "application/x-www-form-urlencoded" });
     expect([grant.status, grant.body.error]).toEqual([400, "unsupported_grant_type"]);
     const json = await raw("POST", "/oauth2/token", "{}", { "content-type": "application/json" });
-    expect([json.status, json.body.error]).toEqual([400, "invalid_request"]);
+    expect([json.status, json.body.error, json.type]).toEqual([400, "invalid_request", "application/json"]);
   });
 });
 

@@ -4,8 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startSmtpSink, type SmtpSink } from "../../conformance/harness/smtp-sink.js";
 import { freePort } from "../../scripts/free-port.js";
-import { verifySignature } from "../../src/signing.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { verifySignature, loadDeliveryRules } from "@partner-platform/sdk";
 import { api, client, control, envelope, register, virtualServers } from "./helpers.js";
 
 const rules = loadDeliveryRules();

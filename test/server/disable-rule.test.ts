@@ -8,7 +8,7 @@ import { faultyRecorder } from "../../conformance/broken/recorder.js";
 import { startReceiver, answers, type Receiver } from "../../conformance/harness/receiver.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { loadDeliveryRules } from "@partner-platform/sdk";
 import { register, storageBackends } from "./helpers.js";
 
 const threshold = loadDeliveryRules().disableAfterConsecutiveFailures;

@@ -2,7 +2,7 @@
 // Basic client authentication (D31), the bound on live tokens (D32), bytes that are not UTF-8 (D29),
 // business ownership (D27) and webhook URLs the parser cannot take (D28).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createPartnerClient } from "../../src/client/index.js";
+import { createPartnerClient } from "@partner-platform/sdk";
 import { failedAuthBudget } from "../../src/server/contract.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 import { maxLiveTokensPerClient } from "../../src/server/app.js";

@@ -1,9 +1,8 @@
 // What the reference server's tests share: its API through the typed client, and the control API.
 import { postgresBinDir } from "../../scripts/postgres.js";
-import { createPartnerClient } from "../../src/client/index.js";
+import { createPartnerClient, type EventName } from "@partner-platform/sdk";
 import { afterEach } from "vitest";
 import { loadConfig, startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
-import type { EventName } from "../../src/spec.js";
 
 export const client = loadConfig().clients[0]!;
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { startServer, type RunningServer } from "../../src/server/index.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { loadDeliveryRules } from "@partner-platform/sdk";
 import { control, envelope, register, storageBackends } from "./helpers.js";
 
 const [firstWait, secondWait] = loadDeliveryRules().retryWaitsSeconds as [number, number];

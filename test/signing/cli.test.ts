@@ -11,9 +11,8 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { loadSigningVectors } from "../../conformance/vectors/index.js";
-import { parseEvent } from "../../src/events/index.js";
+import { parseEvent, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import { packageRoot } from "../../src/paths.js";
-import { eventNames, loadDeliveryRules } from "../../src/spec.js";
 
 const cli = ["--import", "tsx", path.join(packageRoot, "src/cli/main.ts")];
 const run = promisify(execFile);

@@ -1,14 +1,11 @@
-// src/receiver.ts on a real node:http server: every answer of createWebhookHandler, the raw bytes
+// packages/sdk/src/receiver.ts on a real node:http server: every answer of createWebhookHandler, the raw bytes
 // handed to onEvent, the size limit with and without Content-Length, and a client that goes away.
 import { once } from "node:events";
 import { createServer, request, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadSigningVectors } from "../../conformance/vectors/index.js";
-import type { WebhookEvent } from "../../src/events/index.js";
-import { createWebhookHandler, readRawBody } from "../../src/receiver.js";
-import { signPayload } from "../../src/signing.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { type WebhookEvent, createWebhookHandler, readRawBody, signPayload, loadDeliveryRules } from "@partner-platform/sdk";
 
 const { signatureHeader, contentType } = loadDeliveryRules();
 const vectors = loadSigningVectors();

@@ -8,8 +8,7 @@ import { createExpressReceiver } from "../../examples/receivers/express.js";
 import { createFastifyReceiver } from "../../examples/receivers/fastify.js";
 import { createNodeReceiver } from "../../examples/receivers/node-http.js";
 import { loadSigningVectors } from "../../conformance/vectors/index.js";
-import type { WebhookEvent } from "../../src/events/index.js";
-import { loadDeliveryRules } from "../../src/spec.js";
+import { type WebhookEvent, loadDeliveryRules } from "@partner-platform/sdk";
 
 const vectors = loadSigningVectors();
 const { signatureHeader, contentType } = loadDeliveryRules();

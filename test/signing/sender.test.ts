@@ -6,9 +6,9 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
-import { parseEvent } from "../../src/events/index.js";
+import { parseEvent, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import { buildEnvelope, deliver, tlsDispatcher } from "../../src/sender.js";
-import { eventExample, eventNames, loadDeliveryRules } from "../../src/spec.js";
+import { eventExample } from "../../src/spec.js";
 
 const rules = loadDeliveryRules();
 const secret = "whsec-sender-test-0123456789";

@@ -5,9 +5,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
 import { loadSigningVectors, signingVectorsFile } from "../../conformance/vectors/index.js";
 import { signingVectorDocument } from "../../scripts/make-signing-vectors.js";
-import { parseEvent } from "../../src/events/index.js";
-import { signPayload, verifySignature } from "../../src/signing.js";
-import { eventNames, loadDeliveryRules } from "../../src/spec.js";
+import { parseEvent, signPayload, verifySignature, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 
 const raw = JSON.parse(readFileSync(signingVectorsFile, "utf8")) as { header: string; vectors: { bodyBase64: string; bodyText?: string }[] };
 const vectors = loadSigningVectors();

@@ -1,6 +1,6 @@
 // Type-level tests, checked by `tsc --noEmit` (part of npm test): the usage below must compile, and
 // every `@ts-expect-error` line must fail to compile (tsc reports an unused directive otherwise).
-import { createPartnerClient, parseEvent, type components, type EventOf, type WebhookEvent } from "../../src/index.js";
+import { createPartnerClient, parseEvent, type components, type EventOf, type WebhookEvent } from "@partner-platform/sdk";
 
 const client = createPartnerClient({
   baseUrl: "https://api.partner-platform.example",

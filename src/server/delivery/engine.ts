@@ -1,7 +1,7 @@
 // The delivery engine: wires the parts (parts.ts) into claim → attempt → record outcome → schedule,
 // runs them on the server's clock, and sends the disable e-mails. State lives in the database, so a
 // restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
-import type { DeliveryRules, EventName } from "../../spec.js";
+import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
 import { composeDisableMail } from "./mail.js";

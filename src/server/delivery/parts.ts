@@ -5,9 +5,7 @@
 // conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
 import type { Dispatcher } from "undici";
 import { request } from "undici";
-import { newEventId } from "../../events/index.js";
-import { signPayload } from "../../signing.js";
-import type { DeliveryRules, EventName } from "../../spec.js";
+import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import type { Db, Queryable } from "../store.js";

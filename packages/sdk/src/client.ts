@@ -1,7 +1,7 @@
 // Typed client for Partner Platform v4 on openapi-fetch, with the client-credentials token handled
 // for the caller (spec/DECISIONS.md D11, D12).
 import createClient, { type Client, type Middleware } from "openapi-fetch";
-import type { components, paths } from "../../generated/types/api.js";
+import type { components, paths } from "../../../generated/types/api.js";
 
 export type Scope = components["schemas"]["Scope"];
 export type Problem = components["schemas"]["Problem"];

@@ -1,9 +1,9 @@
 // Receiving webhook deliveries on node:http without losing the raw body: the signature covers the
 // exact bytes sent, so they are verified before anything parses them (spec/DECISIONS.md D2).
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { parseEvent, type WebhookEvent } from "./events/index.js";
+import { loadDeliveryRules } from "./contract.js";
+import { parseEvent, type WebhookEvent } from "./events.js";
 import { verifySignature } from "./signing.js";
-import { loadDeliveryRules } from "./spec.js";
 
 export interface ReceiveOptions {
   /** The secret given at webhook registration. */

@@ -1,7 +1,8 @@
 // Typed webhook events: the discriminated union over `event`, and parsing of a delivery body.
-import type { components } from "../../generated/types/api.js";
-import { describeSchemaErrors, eventSchemaName, validatorFor, type EventName } from "../spec.js";
-import type { Payload } from "../signing.js";
+import type { components } from "../../../generated/types/api.js";
+import * as validators from "../../../generated/sdk/validators.js";
+import { describeSchemaErrors, eventNames, eventSchemaName, type EventName, type SchemaError } from "./contract.js";
+import type { Payload } from "./signing.js";
 
 /** Any of the eight events; `switch (event.event)` narrows `data`. */
 export type WebhookEvent = components["schemas"]["WebhookEvent"];
@@ -19,6 +20,14 @@ export type ParseEventResult =
       issues: string[];
     };
 
+/** A validator compiled from the generated JSON Schema at generate time (Ajv standalone code). */
+interface Validator {
+  (value: unknown): boolean;
+  errors?: SchemaError[] | null;
+}
+
+const validatorOf = (schemaName: string) => (validators as unknown as Record<string, Validator>)[schemaName]!;
+
 /**
  * Parses a delivery body (verify its signature first, on these same bytes) and validates it
  * against the event's JSON Schema. Never throws.
@@ -31,12 +40,12 @@ export function parseEvent(rawBody: Payload): ParseEventResult {
   } catch (error) {
     return { ok: false, error: `The body is not JSON: ${(error as Error).message}`, issues: [] };
   }
-  const validate = validatorFor("WebhookEvent");
+  const validate = validatorOf("WebhookEvent");
   if (validate(value)) return { ok: true, event: value as WebhookEvent };
   const name = (value as { event?: unknown } | null)?.event;
   // The union reports every branch; the branch named by `event` tells what is actually wrong.
-  const known = typeof name === "string" && (validatorFor("EventName")(name) as boolean);
-  const branch = known ? validatorFor(eventSchemaName(name as EventName)) : undefined;
+  const known = eventNames.includes(name as EventName);
+  const branch = known ? validatorOf(eventSchemaName(name as EventName)) : undefined;
   if (branch) branch(value);
   const issues = describeSchemaErrors(branch ? branch.errors : validate.errors);
   const what = known ? `a valid ${String(name)} event` : "an event: `event` is not one of the eight event names";
