@@ -35,9 +35,13 @@ function readSchema(name: string): Record<string, unknown> {
   >;
 }
 
-/** The example envelope of an event, from its JSON Schema `examples`. */
+/** Each event's example envelope, read once: every Control API trigger without `data` uses one. */
+const examples = new Map<EventName, unknown>();
+
+/** The example envelope of an event, from its JSON Schema `examples` (a copy the caller may change). */
 export function eventExample<N extends EventName>(event: N): Extract<components["schemas"]["WebhookEvent"], { event: N }> {
-  const [example] = readSchema(eventSchemaName(event)).examples as unknown[];
+  let example = examples.get(event);
+  if (example === undefined) examples.set(event, (example = (readSchema(eventSchemaName(event)).examples as unknown[])[0]));
   return structuredClone(example) as Extract<components["schemas"]["WebhookEvent"], { event: N }>;
 }
 

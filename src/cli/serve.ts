@@ -107,7 +107,7 @@ export function serveCommand(): Command {
         "A config file may take a client's secret from the environment (clientSecretEnv) and the SMTP URL from SMTP_URL.",
     )
     .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), 256)
-    .option("--max-in-flight-per-webhook <n>", "attempts to one webhook at once, below its origin's 32 connections", wholeNumber(1, 31), 16)
+    .option("--max-in-flight-per-webhook <n>", "most attempts to one webhook at once (its share alone at its host:port; with n webhooks there, each at most floor(32 / (n + 1)): D40)", wholeNumber(1, 31), 16)
     .action(async (flags: ServeFlags) => {
       const config = loadConfig(flags.config);
       const server = await startServer({

@@ -548,8 +548,9 @@ function registerControl(app: FastifyInstance, { clock, engine }: AppOptions): v
   app.post("/conformance/events", async (req, reply) => {
     const body = controlBody<{ event: EventName; businessID: string; data?: Record<string, unknown> }>("TriggerEventRequest", req.body);
     const { event, businessID } = body;
-    const data: Record<string, unknown> = { ...(body.data ?? eventExample(event).data), businessID };
-    const errors = schemaErrors(eventSchemaName(event), { ...eventExample(event), data });
+    const example = eventExample(event);
+    const data: Record<string, unknown> = { ...(body.data ?? example.data), businessID };
+    const errors = schemaErrors(eventSchemaName(event), { ...example, data });
     if (errors.length) throw new ProblemError(422, `data does not validate against the ${event} schema.`, errors);
     const { id, queuedFor } = await engine.transaction(async (tx, emit) => {
       // A lead.updated "as if it had occurred" changes a stored lead: a hired lead no longer expires (D19).

@@ -51,7 +51,7 @@ export interface ServerOptions {
   virtualAttemptTimeoutMs?: number;
   /** At most this many delivery attempts claimed and under way at once (default 256). */
   maxInFlight?: number;
-  /** At most this many attempts to one webhook at once (default 16, below the 32 connections per origin: D40). */
+  /** At most this many attempts to one webhook at once: its share while alone at its origin (default 16, below the 32 connections per origin; with n webhooks there, floor(32 / (n + 1)) each: D40). */
   maxInFlightPerWebhook?: number;
   /** Messages of the delivery loop; default: the server's log (JSON lines). */
   log?: (message: string) => void;
@@ -138,7 +138,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       owner,
       leaseMs,
       dispatcher,
-      connectionsPerOrigin,
       attemptTimeoutRealMs: timeoutMs,
       addressPolicy: addresses,
       transport: async (mail) => {
@@ -156,6 +155,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     owner,
     leaseMs,
     maxInFlight: options.maxInFlight,
+    connectionsPerOrigin,
     maxInFlightPerWebhook,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     log,

@@ -1,7 +1,9 @@
-// A webhook that hangs costs its neighbours on the same host:port only a fair share (D40): it holds at
-// most maxInFlightPerWebhook of the origin's connections, and a burst to one healthy webhook is made
-// that many at a time, never queued for a connection inside its timeout. Counts only: the attempt
-// timeout is far longer than the work, so nothing here depends on the machine's speed.
+// A webhook that hangs costs its neighbours on the same host:port only a fair share (D40): with n
+// webhooks at an origin each may make floor(32 / (n + 1)) attempts at once, so webhooks that hang hold
+// only their shares and a healthy neighbour keeps its own — its delivery rate is its share divided by
+// its receiver's answer time, whatever the others do. A burst to one healthy webhook is made
+// maxInFlightPerWebhook at a time, never queued for a connection inside its timeout. Counts only: the
+// attempt timeouts are far longer than the work, so nothing here depends on the machine's speed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { control, register, virtualServers } from "./helpers.js";
@@ -32,34 +34,46 @@ function maxOpen(endpoint: string): number {
 }
 
 describe("fair share of an origin's connections (D40)", () => {
-  it("keeps delivering to a webhook while another on the same host:port hangs", async () => {
-    // 60 s real attempt timeout: a hanging attempt holds its connection for the whole test.
-    const server = await start({ virtualAttemptTimeoutMs: 60_000 });
-    receiver.script("fair-hang", [], answers.hang);
-    receiver.script("fair-ok", [], answers.ok);
-    await register(server, receiver.url("fair-hang"), ["review.created"]);
-    await register(server, receiver.url("fair-ok"), ["review.created"]);
-    const events = 40;
-    for (let i = 0; i < events; i++) expect((await control(server).trigger("review.created", "4711")).body.queuedFor).toBe(2);
-    const advancing = control(server).advance(0).catch(() => undefined);
-    // Every attempt to the healthy webhook is made and answered while the other's attempts hang.
-    await receiver.waitFor(
-      (d) => d.filter((x) => x.endpoint === "fair-ok" && x.answeredAt !== undefined).length === events && d.filter((x) => x.endpoint === "fair-hang").length >= PER_WEBHOOK,
-      30_000,
-      `${events} answered deliveries to fair-ok beside ${PER_WEBHOOK} hanging ones`,
-    );
-    // The hanging webhook holds exactly its share: no more of its attempts were started.
-    expect(receiver.at("fair-hang")).toHaveLength(PER_WEBHOOK);
-    const { rows } = await server.db.query<{ state: string; n: number }>(
-      "SELECT a.state, count(*)::int AS n FROM attempts a JOIN webhooks w ON w.id = a.webhook_id WHERE w.url = $1 GROUP BY a.state",
-      [receiver.url("fair-ok")],
-    );
-    // Recorded too (the advance waits on the hanging ones, not on these).
-    await expect.poll(async () => (await server.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE state = 'succeeded'")).rows[0]!.n, { timeout: 30_000 }).toBe(events);
-    expect(rows.every((r) => r.state === "succeeded" || r.state === "in_flight")).toBe(true);
-    await start.close(server);
-    await advancing;
-  });
+  // The engine before the fair share gave each hanging webhook 16 of the 32 connections: two took all.
+  for (const hanging of [1, 2, 3]) {
+    it(`keeps a healthy webhook at its fair share while ${hanging} other${hanging > 1 ? "s" : ""} on the same host:port hang`, async () => {
+      // 60 s real attempt timeout: a hanging attempt holds its connection for the whole test.
+      const server = await start({ virtualAttemptTimeoutMs: 60_000 });
+      const hangs = Array.from({ length: hanging }, (_, i) => `fair-${hanging}-hang-${i}`);
+      const ok = `fair-${hanging}-ok`;
+      // Each answer takes 300 ms: far longer than making a connection, so its share is what bounds it.
+      receiver.respond(ok, () => new Promise((resolve) => setTimeout(() => resolve(answers.ok), 300)));
+      for (const endpoint of hangs) {
+        receiver.script(endpoint, [], answers.hang);
+        await register(server, receiver.url(endpoint), ["review.created"]);
+      }
+      await register(server, receiver.url(ok), ["review.created"]);
+      const events = 40;
+      for (let i = 0; i < events; i++) expect((await control(server).trigger("review.created", "4711")).body.queuedFor).toBe(hanging + 1);
+      const advancing = control(server).advance(0).catch(() => undefined);
+      // n = hanging + 1 webhooks at the origin: each may make floor(32 / (n + 1)) attempts at once.
+      const share = Math.floor(32 / (hanging + 2));
+      await receiver.waitFor(
+        (d) => d.filter((x) => x.endpoint === ok && x.answeredAt !== undefined).length === events,
+        30_000,
+        `${events} answered deliveries to ${ok} beside ${hanging} hanging webhook(s)`,
+      );
+      // The healthy webhook made its share of attempts at once: its rate is share / 300 ms.
+      expect(maxOpen(ok)).toBe(share);
+      const lastOk = Math.max(...receiver.at(ok).map((d) => d.arrivedAt));
+      for (const endpoint of hangs) {
+        // Each hanging webhook held exactly its share meanwhile, and none was answered.
+        expect(receiver.at(endpoint).filter((d) => d.arrivedAt <= lastOk)).toHaveLength(share);
+        expect(receiver.at(endpoint).every((d) => d.answeredAt === undefined)).toBe(true);
+      }
+      // Recorded too (the advance waits on the hanging ones, not on these).
+      await expect
+        .poll(async () => (await server.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE state = 'succeeded'")).rows[0]!.n, { timeout: 30_000 })
+        .toBe(events);
+      await start.close(server);
+      await advancing;
+    });
+  }
 
   it("makes a burst to one webhook at most maxInFlightPerWebhook at a time, without queueing into timeouts", async () => {
     // A 5 s real attempt timeout; each answer takes 20 ms.

@@ -1,12 +1,12 @@
 // The delivery engine: wires the parts (parts.ts) into claim → attempt → record outcome → schedule,
 // runs them on the server's clock, and sends the disable e-mails. State lives in the database, so a
 // restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
-import pLimit, { type LimitFunction } from "p-limit";
 import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
 import { composeDisableMail } from "./mail.js";
 import { endOf, type ClaimedAttempt, type DeliveryParts, type Outcome, type Recorded } from "./parts.js";
+import { originShares } from "./share.js";
 
 export interface EngineOptions {
   db: Db;
@@ -23,7 +23,9 @@ export interface EngineOptions {
   log: (message: string) => void;
   /** At most this many attempts in flight at once (claims are bounded by it). */
   maxInFlight?: number;
-  /** At most this many attempts to one webhook at once (D40); must be below the connections per origin. */
+  /** The dispatcher's connections per origin (host:port), shared by the webhooks there (D40). */
+  connectionsPerOrigin: number;
+  /** At most this many attempts to one webhook at once (D40): a lone webhook's share; below the connections per origin. */
   maxInFlightPerWebhook: number;
 }
 
@@ -76,14 +78,15 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return new Promise<void>((resolve) => (waiting = resolve)).finally(() => (waiting = undefined));
   };
   /**
-   * Attempts claimed per webhook, made at most maxInFlightPerWebhook at once (D40). A webhook is
-   * claimed for again once its claimed attempts fall to 2× that, 2× that at a time: at most 4× are
-   * claimed, so a webhook that hangs holds a bounded share of the claims, and a busy one is claimed
-   * for once per 2× deliveries, not once per delivery.
+   * Attempts are made as their webhook's share of its origin's connections admits them (D40, share.ts).
+   * A webhook is claimed for again once its claimed attempts fall to 2× its share, at most 2× the
+   * per-webhook maximum at a time: a webhook that hangs holds a bounded part of the claims, and a
+   * busy one is claimed for once per 2× its share of deliveries, not once per delivery.
    */
-  const webhooks = new Map<string, { limit: LimitFunction; claimed: number }>();
-  const perWebhook = options.maxInFlightPerWebhook;
-  const claimPerWebhook = 2 * perWebhook;
+  const shares = originShares({ connectionsPerOrigin: options.connectionsPerOrigin, maxPerWebhook: options.maxInFlightPerWebhook });
+  const webhooks = new Map<string, { claimed: number; busy: boolean }>();
+  const claimPerWebhook = 2 * options.maxInFlightPerWebhook;
+  const claimBound = (webhookId: string) => 2 * shares.shareOf(webhookId);
   const mailFailuresLogged = new Set<string>();
 
   // -- Events ------------------------------------------------------------------------------------
@@ -168,17 +171,21 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   async function attempt(a: ClaimedAttempt): Promise<Outcome | undefined> {
     const base = { attemptId: a.id, webhookId: a.webhookId };
     if (!parts.deliverable(a)) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
-    // The attempt starts once it is one of its webhook's few under way (D40): a burst to one webhook
-    // waits here, before its deadline, and never queues for a connection.
+    // The attempt starts, and its timeout with it, once its webhook's share of the origin admits it,
+    // which is only with a connection free for it (D40): a burst waits here, before its deadline.
     let slot = webhooks.get(a.webhookId);
-    if (!slot) webhooks.set(a.webhookId, (slot = { limit: pLimit(perWebhook), claimed: 0 }));
+    if (!slot) webhooks.set(a.webhookId, (slot = { claimed: 0, busy: false }));
     slot.claimed++;
     const own = slot;
     try {
-      return await own.limit(() => attemptNow(a, base));
+      return await shares.run(new URL(a.url!).origin, a.webhookId, () => attemptNow(a, base));
     } finally {
       if (--own.claimed === 0) webhooks.delete(a.webhookId);
-      if (own.claimed === claimPerWebhook) kick();
+      // Left out of claims while it had more than twice its share claimed: claimed for again now.
+      if (own.busy && own.claimed <= claimBound(a.webhookId)) {
+        own.busy = false;
+        kick();
+      }
     }
   }
 
@@ -294,7 +301,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       }
       // Webhooks with their share claimed already are left for a later claim.
       kickedMeanwhile = false;
-      const busy = [...webhooks].filter(([, w]) => w.claimed > claimPerWebhook).map(([id]) => id);
+      const busy = [...webhooks].filter(([id, w]) => (w.busy = w.claimed > claimBound(id))).map(([id]) => id);
       const due = await parts.claim(now, maxInFlight - attemptsUnderWay, { busy, perWebhook: claimPerWebhook });
       const runs = due.map((a) => track(run(a), `attempt ${a.id}`));
       // Kept only to be waited for: a run in the background may claim a whole backlog.

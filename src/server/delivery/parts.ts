@@ -3,7 +3,6 @@
 // retry, record outcomes, send the disable e-mail. The engine (engine.ts) only wires them. They are
 // also the seams through which conformance/broken builds its deliberately broken servers and
 // conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
-import pLimit, { type LimitFunction } from "p-limit";
 import type { Dispatcher } from "undici";
 import { request } from "undici";
 import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
@@ -22,8 +21,6 @@ export interface PartsContext {
   leaseMs: number;
   /** Pools connections per receiver and trusts extra CAs. */
   dispatcher: Dispatcher;
-  /** The dispatcher's connections per origin: at most this many attempts to one origin are made at once. */
-  connectionsPerOrigin: number;
   /** Real ms an attempt may take before it has failed (D6, D24). */
   attemptTimeoutRealMs: number;
   addressPolicy: AddressPolicy;
@@ -146,17 +143,6 @@ const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
   const { db, clock, rules } = ctx;
-  // Attempts to one origin wait here for one of its connections, before their deadline starts.
-  const origins = new Map<string, LimitFunction>();
-  const onConnection = <T>(url: string, attempt: () => Promise<T>): Promise<T> => {
-    const origin = new URL(url).origin;
-    let limit = origins.get(origin);
-    if (!limit) origins.set(origin, (limit = pLimit(ctx.connectionsPerOrigin)));
-    const own = limit;
-    return own(attempt).finally(() => {
-      if (own.activeCount === 0 && own.pendingCount === 0) origins.delete(origin);
-    });
-  };
   return {
     envelope(name, data, at) {
       const id = newEventId(at);
@@ -252,10 +238,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
       const refused = ctx.addressPolicy.refuseAddressUrl(url);
       if (refused) return { error: refused, timedOut: false };
-      // An attempt starts once one of its origin's connections is free for it (at most as many attempts
-      // to an origin as its pool has connections), so no attempt ever waits for a connection inside its
-      // deadline; its webhook's share (D40, the engine) keeps one webhook from taking them all.
-      return onConnection(url, async () => {
+      // The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
+      // inside this deadline there is connecting, the answer and its body, never a queue for a connection.
       const timeoutMs = ctx.attemptTimeoutRealMs;
       // One deadline for connecting, the answer and its body (D6), on a timer of its own: undici's own
       // timeouts tick coarsely, up to a second late.
@@ -281,7 +265,6 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
         return { error, timedOut };
       }
-      });
     },
 
     retryAt(failure) {
