@@ -223,8 +223,10 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
            WHERE w.id <> ALL($7::text[])
            ORDER BY a.due_at LIMIT $5),
          claimed AS (
-           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
-             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5)
+           -- = ANY(ARRAY(...)): a probe of the primary key per claimed id, whatever the planner's statistics
+           -- (the embedded store has no autovacuum to gather them: IN (...) scanned the whole table).
+           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id = ANY(ARRAY(
+             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5))
            RETURNING id, event_id, webhook_id, attempt, due_at)
          SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
          FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
