@@ -37,7 +37,7 @@ const EMBEDDED_MAINTENANCE_MS = 5_000;
 
 /**
  * Settings of the embedded database. Its shared buffers are memory of the server's own process:
- * PostgreSQL's 128 MB default made a third of its idle RSS, 16 MB hold this schema's working set.
+ * PostgreSQL's 128 MB default made a third of its idle RSS; at 16 MB delivery measured the same.
  */
 const EMBEDDED_SETTINGS = ["-c", "shared_buffers=16MB"];
 
