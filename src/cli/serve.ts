@@ -80,7 +80,7 @@ export function serveCommand(): Command {
         .argParser(urlOf(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL with a host"))
         .conflicts("dataDir"),
     )
-    .option("--data-dir <dir>", "folder of the embedded database (default: memory only; not with --database-url)")
+    .option("--data-dir <dir>", "folder of the embedded database (default: a temporary folder, removed on exit; not with --database-url)")
     .addOption(
       new Option("--clock <mode>", "real, virtual, or scaled:FACTOR (scaled:0.001: a 1 min wait takes 60 ms)")
         .env("CONFORMANCE_CLOCK")

@@ -39,7 +39,7 @@ export interface ServerOptions {
   databaseUrl?: string;
   /** An open database to use instead, left open by close() (tests that run many servers one after another). */
   db?: Db;
-  /** Folder of the embedded database; without it, memory only. */
+  /** Folder of the embedded database; without it, a temporary folder removed on close (nothing is kept). */
   dataDir?: string;
   clock?: { mode: ClockMode; scale?: number; start?: number };
   conformance?: boolean;

@@ -199,16 +199,24 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         `WITH orphaned AS (
            SELECT id, 0 AS k, due_at FROM attempts WHERE state = 'in_flight' AND claimed_at < $4
            ORDER BY claimed_at LIMIT $5 FOR UPDATE SKIP LOCKED),
-         due AS (
-           SELECT a.id, 1 AS k, a.due_at FROM webhooks w CROSS JOIN LATERAL (
+         candidates AS (
+           SELECT a.id, a.due_at FROM webhooks w CROSS JOIN LATERAL (
              SELECT id, due_at FROM attempts
              WHERE webhook_id = w.id AND state = 'pending' AND due_at <= $1
-             ORDER BY due_at LIMIT $6 FOR UPDATE SKIP LOCKED) a
+             ORDER BY due_at LIMIT $6) a
            WHERE w.id <> ALL($7::text[])
            ORDER BY a.due_at LIMIT $5),
+         -- Only the candidates taken are locked, and those still pending (another server may have claimed
+         -- them since): locking inside the per-webhook probe locked every webhook's share, 32,000 rows a
+         -- claim for 1,000 webhooks with a backlog, to take 256.
+         due AS (
+           SELECT id, 1 AS k, due_at FROM attempts WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'pending'
+           FOR UPDATE SKIP LOCKED),
          claimed AS (
-           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id IN (
-             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5)
+           -- = ANY(ARRAY(...)): a probe of the primary key per claimed id, whatever the planner's statistics
+           -- (the embedded store has no autovacuum to gather them: IN (...) scanned the whole table).
+           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id = ANY(ARRAY(
+             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5))
            RETURNING id, event_id, webhook_id, attempt, due_at)
          SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
          FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
