@@ -1,6 +1,7 @@
 // `partner-platform serve`: the reference server (API, durable webhook delivery, optional control port).
 import { X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseClockMode } from "../server/clock.js";
 import { loadConfig, startServer } from "../server/index.js";
@@ -53,6 +54,16 @@ function pemFile(file: string): string {
   return pem;
 }
 
+/** A folder for the embedded database: new, empty, or one holding a database (PG_VERSION); never mixed into other files. */
+function dataDirectory(dir: string): string {
+  if (!existsSync(dir)) return dir;
+  if (!statSync(dir).isDirectory()) throw new InvalidArgumentError(`${dir} is not a folder`);
+  if (readdirSync(dir).length > 0 && !existsSync(path.join(dir, "PG_VERSION"))) {
+    throw new InvalidArgumentError(`${dir} holds files but no database (no PG_VERSION): give a new or empty folder, or one an earlier serve made`);
+  }
+  return dir;
+}
+
 /** The default config's clients, "id / secret (businesses ...)": public demo credentials. */
 const defaultClients = () =>
   loadConfig()
@@ -80,7 +91,7 @@ export function serveCommand(): Command {
         .argParser(urlOf(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL with a host"))
         .conflicts("dataDir"),
     )
-    .option("--data-dir <dir>", "folder of the embedded database (default: a temporary folder, removed on exit; not with --database-url)")
+    .option("--data-dir <dir>", "folder of the embedded database (default: a temporary folder, removed on exit; not with --database-url)", dataDirectory)
     .addOption(
       new Option("--clock <mode>", "real, virtual, or scaled:FACTOR (scaled:0.001: a 1 min wait takes 60 ms)")
         .env("CONFORMANCE_CLOCK")

@@ -81,13 +81,31 @@ function freshClusterDir(): Promise<string> {
   return freshCluster;
 }
 
+/**
+ * Copied beside its place and renamed into it: a copy that stops half-way (kill -9) must not leave a
+ * folder that looks like a database (PG_VERSION is among the first files copied). The rename takes an
+ * empty folder's place; one holding other files is refused by name rather than mixed into.
+ */
+async function copyFreshCluster(dir: string): Promise<void> {
+  const partial = `${path.resolve(dir)}.partial-${randomUUID()}`;
+  try {
+    await cp(await freshClusterDir(), partial, { recursive: true });
+    await rename(partial, dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOTEMPTY" || error.code === "EEXIST") throw new Error(`${dir} holds files but no database (no PG_VERSION): give an empty or new folder`);
+      throw error;
+    });
+  } finally {
+    await rm(partial, { recursive: true, force: true });
+  }
+}
+
 /** `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close. */
 export async function openEmbedded(dataDir?: string): Promise<Db> {
   // On disk even when nothing is kept: PGlite's in-memory file system holds every file in the
   // JavaScript heap, the operating system's page cache costs the process nothing.
   const temporary = dataDir ? undefined : await mkdtemp(path.join(tmpdir(), "partner-platform-db-"));
   const dir = dataDir ?? temporary!;
-  if (!existsSync(path.join(dir, "PG_VERSION"))) await cp(await freshClusterDir(), dir, { recursive: true });
+  if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
   const db = new PGlite(dir, { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS] });
   await db.waitReady;
   // The embedded database runs without PostgreSQL's background workers: nothing checkpoints (its

@@ -18,7 +18,7 @@ const { DATABASE_URL: _ignored, ...env } = process.env;
 
 describe("serve refuses bad configuration at start", () => {
   it.each(cases.refused.map((c) => [c.args.join(" "), c] as const))("%s", async (_name, c) => {
-    const args = c.args.map((a) => a.replace("{notPem}", path.join(packageRoot, "package.json")));
+    const args = c.args.map((a) => a.replace("{notPem}", path.join(packageRoot, "package.json")).replace("{notDb}", path.join(packageRoot, "spec")));
     const run = promisify(execFile)(process.execPath, ["--import", "tsx", cli, "serve", "--port", "0", ...args], { env });
     const failure = (await run.then(() => undefined, (e: unknown) => e)) as { code: number; stderr: string } | undefined;
     expect(failure?.code).toBe(2);
