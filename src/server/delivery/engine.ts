@@ -67,6 +67,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   /** Attempts and e-mail runs under way; each attempt's own abort controller (stop aborts them). */
   const inFlight = new Set<Promise<void>>();
   const controllers = new Set<AbortController>();
+  let renewal: NodeJS.Timeout | undefined;
+  let renewing: Promise<void> | undefined;
   let attemptsUnderWay = 0;
   /** Wakes a run waiting to claim: room was made, a webhook can take more, new work, a stop. */
   let waiting: (() => void) | undefined;
@@ -452,11 +454,23 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       const handedBack = await db.handBackOrphans(options.owner);
       if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
       stopped = false;
+      // A claim is a lease: one older than leaseMs is taken over as a dead process's. A live process's
+      // attempts may wait longer than that for their webhook's share of a busy origin (D40), so it
+      // renews its claims while it lives; only a process that died stops renewing.
+      renewal = setInterval(() => {
+        renewing ??= db
+          .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2", [Date.now(), options.owner])
+          .then(() => undefined, (error: unknown) => options.log(`renewing the claims failed (tried again in ${options.leaseMs / 3} ms): ${String(error)}`))
+          .finally(() => (renewing = undefined));
+      }, options.leaseMs / 3);
+      renewal.unref();
       wake();
     },
     async stop() {
       stopped = true;
       clearTimeout(timer);
+      clearInterval(renewal);
+      await renewing;
       kick();
       for (const controller of controllers) controller.abort();
       await settle();
