@@ -1,0 +1,110 @@
+// The embedded database's thread (store.ts, openEmbedded): PGlite's WebAssembly Postgres runs here, so
+// its CPU overlaps the delivery attempts on the server's event loop instead of taking turns with them.
+// The main thread posts statements; a transaction holds PGlite's own lock (nothing else runs inside
+// it) while its statements come one by one from the main thread, where its callback runs.
+import { parentPort, workerData } from "node:worker_threads";
+import { PGlite, type Transaction } from "@electric-sql/pglite";
+
+export interface StoreWorkerData {
+  dir: string;
+  startParams: string[];
+  maintenanceMs: number;
+}
+
+export type StoreRequest =
+  | { id: number; op: "query"; sql: string; params?: unknown[]; tx?: number }
+  | { id: number; op: "begin" }
+  | { id: number; op: "end"; tx: number; commit: boolean }
+  | { id: number; op: "close" };
+
+export type StoreReply = { id: number; rows?: unknown[]; tx?: number } | { id: number; error: Record<string, unknown> };
+
+const port = parentPort!;
+const { dir, startParams, maintenanceMs } = workerData as StoreWorkerData;
+
+/** What a failed statement carries back: message, PostgreSQL's fields (code, detail, …). */
+function serialized(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const fields: Record<string, unknown> = { name: error.name, message: error.message };
+  for (const [key, value] of Object.entries(error)) if (typeof value !== "object" && typeof value !== "function") fields[key] = value;
+  return fields;
+}
+
+const db = new PGlite(dir, { startParams });
+const ready = db.waitReady;
+
+// The embedded database runs without PostgreSQL's background workers: nothing checkpoints (its
+// write-ahead log grows to max_wal_size, 1 GB, in memory) and nothing vacuums (every claim and outcome
+// leaves a dead row). Measured on 150k attempt-like rows written three times: RSS grew 922 → 1,253 MB
+// without this, and stayed at 887–913 MB with it, for 5% of the time. Only when the log has moved since
+// the last time: an idle server costs one query every few seconds.
+let lastLsn = "";
+const lsn = async () => (await db.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn")).rows[0]!.lsn;
+let maintenance: Promise<void> | undefined;
+const maintain = async () => {
+  if ((await lsn()) === lastLsn) return;
+  await db.exec("CHECKPOINT");
+  await db.exec("VACUUM (ANALYZE) attempts, events, webhooks, notifications, tokens");
+  lastLsn = await lsn();
+};
+const timer = setInterval(() => {
+  maintenance ??= maintain()
+    .catch(() => undefined)
+    .finally(() => (maintenance = undefined));
+}, maintenanceMs);
+
+/** Open transactions: the callback's handle, how to end it, and PGlite's promise of its end. */
+let nextTx = 1;
+const transactions = new Map<number, { tx: Transaction; end: (commit: boolean) => void; done: Promise<void> }>();
+
+async function handle(request: StoreRequest): Promise<Omit<StoreReply, "id">> {
+  await ready;
+  switch (request.op) {
+    case "query": {
+      const target = request.tx === undefined ? db : transactions.get(request.tx)?.tx;
+      if (!target) throw new Error(`transaction ${request.tx} is not open`);
+      return { rows: (await target.query(request.sql, request.params)).rows };
+    }
+    case "begin": {
+      const txId = nextTx++;
+      let begun!: () => void;
+      const started = new Promise<void>((resolve) => (begun = resolve));
+      let open!: { tx: Transaction; end: (commit: boolean) => void };
+      const done = db.transaction(
+        (tx) =>
+          new Promise<void>((resolve, reject) => {
+            open = { tx, end: (commit) => (commit ? resolve() : reject(new Error("rolled back"))) };
+            begun();
+          }),
+      );
+      // A transaction that cannot begin answers its begin; one that began answers its end.
+      await Promise.race([started, done]);
+      transactions.set(txId, { ...open, done });
+      return { tx: txId };
+    }
+    case "end": {
+      const open = transactions.get(request.tx);
+      if (!open) throw new Error(`transaction ${request.tx} is not open`);
+      transactions.delete(request.tx);
+      open.end(request.commit);
+      if (request.commit) await open.done;
+      else await open.done.catch(() => undefined);
+      return {};
+    }
+    case "close": {
+      clearInterval(timer);
+      await maintenance;
+      await db.close();
+      return {};
+    }
+  }
+}
+port.on("message", (request: StoreRequest) => {
+  handle(request)
+    .then(
+      (reply) => port.postMessage({ id: request.id, ...reply }),
+      (error: unknown) => port.postMessage({ id: request.id, error: serialized(error) }),
+    )
+    // Closed: the thread ends once its answer is sent.
+    .finally(() => request.op === "close" && port.close());
+});
