@@ -7,7 +7,8 @@ import { PGlite, type Transaction } from "@electric-sql/pglite";
 
 export interface StoreWorkerData {
   dir: string;
-  startParams: string[];
+  /** PostgreSQL settings added to PGlite's own start parameters (PGlite is loaded on this thread only). */
+  settings: string[];
   maintenanceMs: number;
 }
 
@@ -20,7 +21,7 @@ export type StoreRequest =
 export type StoreReply = { id: number; rows?: unknown[]; tx?: number } | { id: number; error: Record<string, unknown> };
 
 const port = parentPort!;
-const { dir, startParams, maintenanceMs } = workerData as StoreWorkerData;
+const { dir, settings, maintenanceMs } = workerData as StoreWorkerData;
 
 /** What a failed statement carries back: message, PostgreSQL's fields (code, detail, …). */
 function serialized(error: unknown): Record<string, unknown> {
@@ -30,7 +31,7 @@ function serialized(error: unknown): Record<string, unknown> {
   return fields;
 }
 
-const db = new PGlite(dir, { startParams });
+const db = new PGlite(dir, { startParams: [...PGlite.defaultStartParams, ...settings] });
 const ready = db.waitReady;
 
 // The embedded database runs without PostgreSQL's background workers: nothing checkpoints (its

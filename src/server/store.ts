@@ -12,7 +12,6 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { Worker } from "node:worker_threads";
 import { once } from "node:events";
-import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import type { StoreReply, StoreRequest, StoreWorkerData } from "./store-worker.js";
 
@@ -126,7 +125,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
-  const worker = startStoreWorker({ dir, startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS], maintenanceMs: EMBEDDED_MAINTENANCE_MS });
+  const worker = startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
   const pending = new Map<number, { resolve: (reply: StoreReply) => void; reject: (error: Error) => void }>();
   let nextRequest = 1;
   let ended: Error | undefined;

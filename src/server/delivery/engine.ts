@@ -457,6 +457,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       // A claim is a lease: one older than leaseMs is taken over as a dead process's. A live process's
       // attempts may wait longer than that for their webhook's share of a busy origin (D40), so it
       // renews its claims while it lives; only a process that died stops renewing.
+      clearInterval(renewal);
       renewal = setInterval(() => {
         renewing ??= db
           .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2", [Date.now(), options.owner])
