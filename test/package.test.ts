@@ -114,6 +114,13 @@ describe("packed and installed from the tarballs", () => {
     expect((unknown as { stderr: string }).stderr.split("\n").find((l) => !l.startsWith("npm warn"))).toMatch(/unknown command 'frobnicate'/);
   });
 
+  // From the project that installed the package, as a partner's CI runs it: npx takes the bin from its
+  // node_modules/.bin. (In a checkout, npx installs the checkout into its own cache once per path and
+  // keeps that copy's bin link even after package.json's bin moves: a stale link CI once tripped on.)
+  it("npx partner-platform serve, started in the background, stops when npx is killed", async () => {
+    await stopsWhenNpmIsKilled("npx partner-platform serve --port PORT", tools);
+  }, 120_000);
+
   // Every import the README, the guides and the examples show, resolved as a user's code resolves it:
   // by package name and `exports`, from a project that installed the tarballs.
   it("resolves every import the README, docs and examples show, with every name they import", async () => {
@@ -171,34 +178,37 @@ async function until(what: string, condition: () => Promise<boolean>, timeoutMs:
   }
 }
 
-// The README's way of running the mock and the server in the background in CI: `command &`, then
-// `kill $!`, which signals npm (or npx), not the command. The command must stop all the same.
-describe("started in the background by npm or npx, as CI does", () => {
+/**
+ * The README's way of running the mock and the server in the background in CI: `command &`, then
+ * `kill $!`, which signals npm (or npx), not the command. The command must stop all the same.
+ */
+async function stopsWhenNpmIsKilled(line: string, cwd: string): Promise<void> {
+  const port = await freePort();
+  // `$!` is the npm process: killing it is what `kill $!` does.
+  const script = `${line.replace("PORT", String(port))} > /dev/null 2>&1 &\necho $!\nwait`;
+  // A process group of its own, so that whatever a failing run leaves behind can be ended.
+  const shell = spawn("bash", ["-c", script], { cwd, stdio: ["ignore", "pipe", "inherit"], detached: true });
+  const npmPid = Number(await new Promise<string>((resolve) => shell.stdout.once("data", (d: Buffer) => resolve(d.toString()))));
+  try {
+    await until(`port ${port} listens`, () => listening(port), 60_000);
+    process.kill(npmPid, "SIGTERM");
+    await until(`port ${port} is free again`, async () => !(await listening(port)), 30_000);
+  } finally {
+    try {
+      process.kill(-shell.pid!, "SIGKILL");
+    } catch {
+      // Already gone: the command stopped as it should.
+    }
+  }
+}
+
+describe("started in the background by npm, as CI does", () => {
   const readme = readFileSync(path.join(packageRoot, "README.md"), "utf8");
   const documented = /^(npm start -- --port) \d+ &$/m.exec(readme)?.[1];
 
-  it.each([
-    ["npm start (the mock)", () => `${documented} PORT`],
-    ["npx partner-platform serve", () => "npx partner-platform serve --port PORT"],
-  ])("%s stops when npm is killed", async (_name, line) => {
+  it("npm start (the mock) stops when npm is killed", async () => {
     expect(documented, "the README's background line").toBeDefined();
-    const port = await freePort();
-    // `$!` is the npm process: killing it is what `kill $!` does.
-    const script = `${line().replace("PORT", String(port))} > /dev/null 2>&1 &\necho $!\nwait`;
-    // A process group of its own, so that whatever a failing run leaves behind can be ended.
-    const shell = spawn("bash", ["-c", script], { cwd: packageRoot, stdio: ["ignore", "pipe", "inherit"], detached: true });
-    const npmPid = Number(await new Promise<string>((resolve) => shell.stdout.once("data", (d: Buffer) => resolve(d.toString()))));
-    try {
-      await until(`port ${port} listens`, () => listening(port), 60_000);
-      process.kill(npmPid, "SIGTERM");
-      await until(`port ${port} is free again`, async () => !(await listening(port)), 30_000);
-    } finally {
-      try {
-        process.kill(-shell.pid!, "SIGKILL");
-      } catch {
-        // Already gone: the command stopped as it should.
-      }
-    }
+    await stopsWhenNpmIsKilled(`${documented} PORT`, packageRoot);
   }, 120_000);
 });
 
