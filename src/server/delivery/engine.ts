@@ -114,8 +114,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   async function storeEvent(tx: Queryable, name: EventName, businessID: string, data: Record<string, unknown>, at = clock.now()) {
     const { id, body } = parts.envelope(name, data, at);
-    await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
-    return { id, queuedFor: await parts.queue(tx, { id, name, businessId: businessID, at }) };
+    return { id, queuedFor: await parts.queue(tx, { id, name, businessId: businessID, at, body }) };
   }
 
   /** Runs `fn` in one transaction and says how many first attempts the events it emitted queued. */
@@ -133,11 +132,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   async function transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T> {
     const { result, queued } = await storeTransaction(fn);
+    await queuedSome(queued);
+    return result;
+  }
+
+  /** After events were queued: the loop runs for them (and a timing may make them at once). */
+  async function queuedSome(queued: number): Promise<void> {
     if (queued && !stopped) {
       wake();
       await parts.timing.queued?.(() => runDue());
     }
-    return result;
   }
 
   /** Expires the leads due by `now` (D19), each with its lead.expired, in one transaction; the run that expires them makes their attempts. */
@@ -431,7 +435,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   }
 
   return {
-    emit: (...args) => transaction((_tx, emit) => emit(...args)),
+    // An event alone is one statement (parts.queue), atomic without a transaction around it.
+    async emit(...args) {
+      const stored = await storeEvent(db, ...args);
+      await queuedSome(stored.queuedFor);
+      return stored;
+    },
     transaction,
     runDue,
     async advance(seconds) {

@@ -34,6 +34,8 @@ export interface NewEvent {
   businessId: string;
   /** Clock time it occurred. */
   at: number;
+  /** The envelope's exact bytes (what every attempt sends). */
+  body: string;
 }
 
 export interface ExpiredLead {
@@ -111,7 +113,10 @@ export interface Timing {
 export interface DeliveryParts {
   /** The envelope of a new event: its id and the exact bytes every attempt sends (§2.3, D4). */
   envelope(name: EventName, data: Record<string, unknown>, at: number): { id: string; body: string };
-  /** Queues the first attempts of a stored event for its subscribed, enabled webhooks, in one statement (D8). */
+  /**
+   * Stores a new event and queues its first attempts for its subscribed, enabled webhooks (D8), in
+   * one statement: atomic on its own, so that an event emitted alone needs no transaction.
+   */
   queue(tx: Queryable, event: NewEvent): Promise<number>;
   /** Marks the leads due to expire by `now` as expired (D19) and returns them. */
   expireLeads(tx: Queryable, now: number): Promise<ExpiredLead[]>;
@@ -150,18 +155,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     },
 
     async queue(tx, event) {
-      // events is a JSON array of names; jsonb's ? asks whether it holds this one.
-      const { rows } = await tx.query<{ n: number }>(
-        `WITH queued AS (
-           INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
-           SELECT $1, w.id, 1, $2 FROM webhooks w
-             -- Only the business owner's webhooks (D27): one partner's events never reach another.
-             JOIN business_owners o ON o.business_id = w.business_id AND o.client_id = w.client_id
-             WHERE w.status = 'enabled' AND w.business_id = $3 AND w.events::jsonb ? $4
-           RETURNING 1)
-         SELECT count(*)::int AS n FROM queued`,
-        [event.id, event.at, event.businessId, event.name],
-      );
+      const { rows } = await tx.query<{ n: number }>("SELECT store_event($1, $2, $3, $4, $5) AS n", [event.id, event.name, event.businessId, event.body, event.at]);
       return rows[0]!.n;
     },
 
@@ -194,33 +188,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         webhook_status: string | null;
         body: string | null;
       }>(
-        // Due attempts come from the earliest of each webhook (an index probe per webhook, never a scan
-        // of the backlog), so one webhook's backlog cannot fill a claim; orphaned claims come first.
-        `WITH orphaned AS (
-           SELECT id, 0 AS k, due_at FROM attempts WHERE state = 'in_flight' AND claimed_at < $4
-           ORDER BY claimed_at LIMIT $5 FOR UPDATE SKIP LOCKED),
-         candidates AS (
-           SELECT a.id, a.due_at FROM webhooks w CROSS JOIN LATERAL (
-             SELECT id, due_at FROM attempts
-             WHERE webhook_id = w.id AND state = 'pending' AND due_at <= $1
-             ORDER BY due_at LIMIT $6) a
-           WHERE w.id <> ALL($7::text[])
-           ORDER BY a.due_at LIMIT $5),
-         -- Only the candidates taken are locked, and those still pending (another server may have claimed
-         -- them since): locking inside the per-webhook probe locked every webhook's share, 32,000 rows a
-         -- claim for 1,000 webhooks with a backlog, to take 256.
-         due AS (
-           SELECT id, 1 AS k, due_at FROM attempts WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'pending'
-           FOR UPDATE SKIP LOCKED),
-         claimed AS (
-           -- = ANY(ARRAY(...)): a probe of the primary key per claimed id, whatever the planner's statistics
-           -- (the embedded store has no autovacuum to gather them: IN (...) scanned the whole table).
-           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id = ANY(ARRAY(
-             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5))
-           RETURNING id, event_id, webhook_id, attempt, due_at)
-         SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
-         FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
-         ORDER BY c.due_at, c.id`,
+        // claim_attempts (store.ts): the statement's plan is made once per connection, not per claim.
+        "SELECT * FROM claim_attempts($1, $2, $3, $4, $5, $6, $7)",
         [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy],
       );
       return rows.map((r) => ({
