@@ -318,14 +318,21 @@ CREATE TABLE IF NOT EXISTS attempts (
   claimed_at bigint,
   UNIQUE (event_id, webhook_id, attempt)
 );
-CREATE INDEX IF NOT EXISTS attempts_due ON attempts (state, due_at);
+-- Partial indexes only: an attempt's row is rewritten when it is claimed and when its outcome is
+-- recorded, and each index that holds every row takes an entry on each rewrite (on the embedded store,
+-- a large part of a delivery's cost). attempts_due and attempts_webhook_recorded held every row.
+DROP INDEX IF EXISTS attempts_due;
+DROP INDEX IF EXISTS attempts_webhook_recorded;
+-- When the next attempt falls due.
+CREATE INDEX IF NOT EXISTS attempts_pending_due ON attempts (due_at) WHERE state = 'pending';
 -- What a claim reads: each webhook's earliest pending attempts, and claims left by a process that died.
 CREATE INDEX IF NOT EXISTS attempts_pending_by_webhook ON attempts (webhook_id, due_at) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS attempts_in_flight ON attempts (claimed_at) WHERE state = 'in_flight';
 -- The order in which outcomes were recorded: the order "in a row" follows (DECISIONS D7).
 CREATE SEQUENCE IF NOT EXISTS outcome_order;
 ALTER TABLE attempts ADD COLUMN IF NOT EXISTS recorded_seq bigint;
-CREATE INDEX IF NOT EXISTS attempts_webhook_recorded ON attempts (webhook_id, recorded_seq);
+-- The last failure of a webhook (its disable e-mail).
+CREATE INDEX IF NOT EXISTS attempts_webhook_failed ON attempts (webhook_id, recorded_seq) WHERE state = 'failed';
 CREATE TABLE IF NOT EXISTS notifications (
   webhook_id text PRIMARY KEY,
   client_id text,

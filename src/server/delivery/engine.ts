@@ -5,7 +5,7 @@ import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
 import { composeDisableMail } from "./mail.js";
-import { endOf, type ClaimedAttempt, type DeliveryParts, type Outcome, type Recorded } from "./parts.js";
+import { endOf, memoized, type ClaimedAttempt, type DeliveryParts, type Outcome, type Recorded } from "./parts.js";
 import { originShares } from "./share.js";
 
 export interface EngineOptions {
@@ -95,6 +95,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const claimPerWebhook = 2 * options.maxInFlightPerWebhook;
   const claimBound = (webhookId: string) => 2 * shares.shareOf(webhookId);
   const mailFailuresLogged = new Set<string>();
+  const originOf = memoized((url: string) => new URL(url).origin);
   /**
    * A webhook with more than twice its share claimed already (D40): claims leave it out until it can
    * take more. Asking marks it, so that the end of one of its attempts kicks a claim once it can.
@@ -223,7 +224,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     slot.claimed++;
     const own = slot;
     try {
-      return await shares.run(new URL(a.url!).origin, a.webhookId, () => attemptNow(a, base));
+      return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, base));
     } finally {
       if (--own.claimed === 0) webhooks.delete(a.webhookId);
       // Left out of claims while it had more than twice its share claimed: claimed for again now.
@@ -465,11 +466,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       stopped = false;
       // A claim is a lease: one older than leaseMs is taken over as a dead process's. A live process's
       // attempts may wait longer than that for their webhook's share of a busy origin (D40), so it
-      // renews its claims while it lives; only a process that died stops renewing.
+      // renews its claims while it lives; only a process that died stops renewing. Only the claims older
+      // than a sixth of a lease: renewed by half a lease at the latest, or by five sixths if a renewal
+      // fails once, and a busy engine's young claims (most of them) are not rewritten for nothing.
       clearInterval(renewal);
       renewal = setInterval(() => {
+        const now = Date.now();
         renewing ??= db
-          .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2", [Date.now(), options.owner])
+          .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2 AND claimed_at < $3", [now, options.owner, now - Math.floor(options.leaseMs / 6)])
           .then(() => undefined, (error: unknown) => options.log(`renewing the claims failed (tried again in ${options.leaseMs / 3} ms): ${String(error)}`))
           .finally(() => (renewing = undefined));
       }, options.leaseMs / 3);

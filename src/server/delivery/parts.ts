@@ -148,6 +148,10 @@ const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
   const { db, clock, rules } = ctx;
+  const signatureHeader = rules.signatureHeader.toLowerCase();
+  // A webhook's URL is checked on each attempt (the policy may be stricter than at registration): the
+  // same answer for the same URL, parsed once.
+  const refusalOf = memoized((url: string) => ctx.addressPolicy.refuseAddressUrl(url));
   return {
     envelope(name, data, at) {
       const id = newEventId(at);
@@ -213,34 +217,44 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
 
     async send(url, body, signature, signal) {
       // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
-      const refused = ctx.addressPolicy.refuseAddressUrl(url);
+      const refused = refusalOf(url);
       if (refused) return { error: refused, timedOut: false };
       // The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
       // inside this deadline there is connecting, the answer and its body, never a queue for a connection.
       const timeoutMs = ctx.attemptTimeoutRealMs;
       // One deadline for connecting, the answer and its body (D6), on a timer of its own: undici's own
-      // timeouts tick coarsely, up to a second late.
-      const deadline = AbortSignal.timeout(timeoutMs);
-      const attemptSignal = AbortSignal.any([signal, deadline]);
+      // timeouts tick coarsely, up to a second late. One controller, aborted by the deadline or by the
+      // engine's signal: AbortSignal.timeout and AbortSignal.any cost several objects and listeners each.
+      const attempt = new AbortController();
+      let deadlinePassed = false;
+      const deadline = setTimeout(() => {
+        deadlinePassed = true;
+        attempt.abort(new DOMException("no complete answer within the attempt timeout", "TimeoutError"));
+      }, timeoutMs);
+      const stop = () => attempt.abort(signal.reason);
+      signal.addEventListener("abort", stop);
       try {
         const response = await request(url, {
           method: rules.method,
           body,
-          headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signature },
+          headers: { "content-type": rules.contentType, [signatureHeader]: signature },
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
           dispatcher: ctx.dispatcher,
-          signal: attemptSignal,
+          signal: attempt.signal,
         });
         // The answer is complete when its body is: bounded too, so a trickling body cannot hold the
         // attempt. Past 128 KiB undici closes the connection rather than read on.
-        await response.body.dump({ limit: 128 * 1024, signal: attemptSignal });
+        await response.body.dump({ limit: 128 * 1024, signal: attempt.signal });
         return { status: response.statusCode, timedOut: false };
       } catch (e) {
         if (signal.aborted) throw e;
-        const timedOut = deadline.aborted || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
+        const timedOut = deadlinePassed || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
         const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
         return { error, timedOut };
+      } finally {
+        clearTimeout(deadline);
+        signal.removeEventListener("abort", stop);
       }
     },
 
@@ -272,6 +286,18 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     sendMail: (mail) => ctx.transport(mail),
 
     timing: {},
+  };
+}
+
+/** `fn` with its answers kept, for the last few thousand arguments (a server's webhooks' URLs). */
+export function memoized<T>(fn: (key: string) => T, max = 4096): (key: string) => T {
+  const answers = new Map<string, T>();
+  return (key) => {
+    if (answers.has(key)) return answers.get(key)!;
+    const answer = fn(key);
+    if (answers.size >= max) answers.clear();
+    answers.set(key, answer);
+    return answer;
   };
 }
 
