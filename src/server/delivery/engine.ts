@@ -5,7 +5,7 @@ import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
 import { composeDisableMail } from "./mail.js";
-import { endOf, type ClaimedAttempt, type DeliveryParts, type Outcome, type Recorded } from "./parts.js";
+import { endOf, memoized, type ClaimedAttempt, type DeliveryParts, type Outcome, type Recorded } from "./parts.js";
 import { originShares } from "./share.js";
 
 export interface EngineOptions {
@@ -95,6 +95,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const claimPerWebhook = 2 * options.maxInFlightPerWebhook;
   const claimBound = (webhookId: string) => 2 * shares.shareOf(webhookId);
   const mailFailuresLogged = new Set<string>();
+  const originOf = memoized((url: string) => new URL(url).origin);
   /**
    * A webhook with more than twice its share claimed already (D40): claims leave it out until it can
    * take more. Asking marks it, so that the end of one of its attempts kicks a claim once it can.
@@ -114,8 +115,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   async function storeEvent(tx: Queryable, name: EventName, businessID: string, data: Record<string, unknown>, at = clock.now()) {
     const { id, body } = parts.envelope(name, data, at);
-    await tx.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ($1, $2, $3, $4, $5)", [id, name, businessID, body, at]);
-    return { id, queuedFor: await parts.queue(tx, { id, name, businessId: businessID, at }) };
+    return { id, queuedFor: await parts.queue(tx, { id, name, businessId: businessID, at, body }) };
   }
 
   /** Runs `fn` in one transaction and says how many first attempts the events it emitted queued. */
@@ -133,11 +133,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   async function transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T> {
     const { result, queued } = await storeTransaction(fn);
+    await queuedSome(queued);
+    return result;
+  }
+
+  /** After events were queued: the loop runs for them (and a timing may make them at once). */
+  async function queuedSome(queued: number): Promise<void> {
     if (queued && !stopped) {
       wake();
       await parts.timing.queued?.(() => runDue());
     }
-    return result;
   }
 
   /** Expires the leads due by `now` (D19), each with its lead.expired, in one transaction; the run that expires them makes their attempts. */
@@ -219,7 +224,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     slot.claimed++;
     const own = slot;
     try {
-      return await shares.run(new URL(a.url!).origin, a.webhookId, () => attemptNow(a, base));
+      return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, base));
     } finally {
       if (--own.claimed === 0) webhooks.delete(a.webhookId);
       // Left out of claims while it had more than twice its share claimed: claimed for again now.
@@ -431,7 +436,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   }
 
   return {
-    emit: (...args) => transaction((_tx, emit) => emit(...args)),
+    // An event alone is one statement (parts.queue), atomic without a transaction around it.
+    async emit(...args) {
+      const stored = await storeEvent(db, ...args);
+      await queuedSome(stored.queuedFor);
+      return stored;
+    },
     transaction,
     runDue,
     async advance(seconds) {
@@ -456,11 +466,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       stopped = false;
       // A claim is a lease: one older than leaseMs is taken over as a dead process's. A live process's
       // attempts may wait longer than that for their webhook's share of a busy origin (D40), so it
-      // renews its claims while it lives; only a process that died stops renewing.
+      // renews its claims while it lives; only a process that died stops renewing. Only the claims older
+      // than a sixth of a lease: renewed by half a lease at the latest, or by five sixths if a renewal
+      // fails once, and a busy engine's young claims (most of them) are not rewritten for nothing.
       clearInterval(renewal);
       renewal = setInterval(() => {
+        const now = Date.now();
         renewing ??= db
-          .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2", [Date.now(), options.owner])
+          .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2 AND claimed_at < $3", [now, options.owner, now - Math.floor(options.leaseMs / 6)])
           .then(() => undefined, (error: unknown) => options.log(`renewing the claims failed (tried again in ${options.leaseMs / 3} ms): ${String(error)}`))
           .finally(() => (renewing = undefined));
       }, options.leaseMs / 3);

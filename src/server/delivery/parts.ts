@@ -34,6 +34,8 @@ export interface NewEvent {
   businessId: string;
   /** Clock time it occurred. */
   at: number;
+  /** The envelope's exact bytes (what every attempt sends). */
+  body: string;
 }
 
 export interface ExpiredLead {
@@ -111,7 +113,10 @@ export interface Timing {
 export interface DeliveryParts {
   /** The envelope of a new event: its id and the exact bytes every attempt sends (§2.3, D4). */
   envelope(name: EventName, data: Record<string, unknown>, at: number): { id: string; body: string };
-  /** Queues the first attempts of a stored event for its subscribed, enabled webhooks, in one statement (D8). */
+  /**
+   * Stores a new event and queues its first attempts for its subscribed, enabled webhooks (D8), in
+   * one statement: atomic on its own, so that an event emitted alone needs no transaction.
+   */
   queue(tx: Queryable, event: NewEvent): Promise<number>;
   /** Marks the leads due to expire by `now` as expired (D19) and returns them. */
   expireLeads(tx: Queryable, now: number): Promise<ExpiredLead[]>;
@@ -143,6 +148,10 @@ const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
   const { db, clock, rules } = ctx;
+  const signatureHeader = rules.signatureHeader.toLowerCase();
+  // A webhook's URL is checked on each attempt (the policy may be stricter than at registration): the
+  // same answer for the same URL, parsed once.
+  const refusalOf = memoized((url: string) => ctx.addressPolicy.refuseAddressUrl(url));
   return {
     envelope(name, data, at) {
       const id = newEventId(at);
@@ -150,18 +159,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     },
 
     async queue(tx, event) {
-      // events is a JSON array of names; jsonb's ? asks whether it holds this one.
-      const { rows } = await tx.query<{ n: number }>(
-        `WITH queued AS (
-           INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
-           SELECT $1, w.id, 1, $2 FROM webhooks w
-             -- Only the business owner's webhooks (D27): one partner's events never reach another.
-             JOIN business_owners o ON o.business_id = w.business_id AND o.client_id = w.client_id
-             WHERE w.status = 'enabled' AND w.business_id = $3 AND w.events::jsonb ? $4
-           RETURNING 1)
-         SELECT count(*)::int AS n FROM queued`,
-        [event.id, event.at, event.businessId, event.name],
-      );
+      const { rows } = await tx.query<{ n: number }>("SELECT store_event($1, $2, $3, $4, $5) AS n", [event.id, event.name, event.businessId, event.body, event.at]);
       return rows[0]!.n;
     },
 
@@ -194,33 +192,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         webhook_status: string | null;
         body: string | null;
       }>(
-        // Due attempts come from the earliest of each webhook (an index probe per webhook, never a scan
-        // of the backlog), so one webhook's backlog cannot fill a claim; orphaned claims come first.
-        `WITH orphaned AS (
-           SELECT id, 0 AS k, due_at FROM attempts WHERE state = 'in_flight' AND claimed_at < $4
-           ORDER BY claimed_at LIMIT $5 FOR UPDATE SKIP LOCKED),
-         candidates AS (
-           SELECT a.id, a.due_at FROM webhooks w CROSS JOIN LATERAL (
-             SELECT id, due_at FROM attempts
-             WHERE webhook_id = w.id AND state = 'pending' AND due_at <= $1
-             ORDER BY due_at LIMIT $6) a
-           WHERE w.id <> ALL($7::text[])
-           ORDER BY a.due_at LIMIT $5),
-         -- Only the candidates taken are locked, and those still pending (another server may have claimed
-         -- them since): locking inside the per-webhook probe locked every webhook's share, 32,000 rows a
-         -- claim for 1,000 webhooks with a backlog, to take 256.
-         due AS (
-           SELECT id, 1 AS k, due_at FROM attempts WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'pending'
-           FOR UPDATE SKIP LOCKED),
-         claimed AS (
-           -- = ANY(ARRAY(...)): a probe of the primary key per claimed id, whatever the planner's statistics
-           -- (the embedded store has no autovacuum to gather them: IN (...) scanned the whole table).
-           UPDATE attempts SET state = 'in_flight', claimed_by = $2, claimed_at = $3 WHERE id = ANY(ARRAY(
-             SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT $5))
-           RETURNING id, event_id, webhook_id, attempt, due_at)
-         SELECT c.id::text AS id, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status AS webhook_status, e.body
-         FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
-         ORDER BY c.due_at, c.id`,
+        // claim_attempts (store.ts): the statement's plan is made once per connection, not per claim.
+        "SELECT * FROM claim_attempts($1, $2, $3, $4, $5, $6, $7)",
         [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy],
       );
       return rows.map((r) => ({
@@ -244,34 +217,44 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
 
     async send(url, body, signature, signal) {
       // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
-      const refused = ctx.addressPolicy.refuseAddressUrl(url);
+      const refused = refusalOf(url);
       if (refused) return { error: refused, timedOut: false };
       // The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
       // inside this deadline there is connecting, the answer and its body, never a queue for a connection.
       const timeoutMs = ctx.attemptTimeoutRealMs;
       // One deadline for connecting, the answer and its body (D6), on a timer of its own: undici's own
-      // timeouts tick coarsely, up to a second late.
-      const deadline = AbortSignal.timeout(timeoutMs);
-      const attemptSignal = AbortSignal.any([signal, deadline]);
+      // timeouts tick coarsely, up to a second late. One controller, aborted by the deadline or by the
+      // engine's signal: AbortSignal.timeout and AbortSignal.any cost several objects and listeners each.
+      const attempt = new AbortController();
+      let deadlinePassed = false;
+      const deadline = setTimeout(() => {
+        deadlinePassed = true;
+        attempt.abort(new DOMException("no complete answer within the attempt timeout", "TimeoutError"));
+      }, timeoutMs);
+      const stop = () => attempt.abort(signal.reason);
+      signal.addEventListener("abort", stop);
       try {
         const response = await request(url, {
           method: rules.method,
           body,
-          headers: { "content-type": rules.contentType, [rules.signatureHeader.toLowerCase()]: signature },
+          headers: { "content-type": rules.contentType, [signatureHeader]: signature },
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
           dispatcher: ctx.dispatcher,
-          signal: attemptSignal,
+          signal: attempt.signal,
         });
         // The answer is complete when its body is: bounded too, so a trickling body cannot hold the
         // attempt. Past 128 KiB undici closes the connection rather than read on.
-        await response.body.dump({ limit: 128 * 1024, signal: attemptSignal });
+        await response.body.dump({ limit: 128 * 1024, signal: attempt.signal });
         return { status: response.statusCode, timedOut: false };
       } catch (e) {
         if (signal.aborted) throw e;
-        const timedOut = deadline.aborted || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
+        const timedOut = deadlinePassed || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
         const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
         return { error, timedOut };
+      } finally {
+        clearTimeout(deadline);
+        signal.removeEventListener("abort", stop);
       }
     },
 
@@ -303,6 +286,18 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     sendMail: (mail) => ctx.transport(mail),
 
     timing: {},
+  };
+}
+
+/** `fn` with its answers kept, for the last few thousand arguments (a server's webhooks' URLs). */
+export function memoized<T>(fn: (key: string) => T, max = 4096): (key: string) => T {
+  const answers = new Map<string, T>();
+  return (key) => {
+    if (answers.has(key)) return answers.get(key)!;
+    const answer = fn(key);
+    if (answers.size >= max) answers.clear();
+    answers.set(key, answer);
+    return answer;
   };
 }
 
