@@ -1,11 +1,13 @@
 // Loads "the contract" of a spec/ folder for the compatibility gate: the OpenAPI 3.1 document compiled
-// in-process from its TypeSpec (no files written, no CLI spawned), its AsyncAPI document, and where each
+// from its TypeSpec on a thread of this process (no files written, no CLI spawned), its AsyncAPI document, and where each
 // named element is declared, so that every change can be shown at its line in spec/.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { Worker } from "node:worker_threads";
 import { LineCounter, parse as parseYaml, parseDocument } from "yaml";
 import { packageRoot } from "../paths.js";
+import type { CompileReply, CompileRequest } from "./compile-worker.js";
 
 export type Json = Record<string, any>;
 
@@ -41,15 +43,8 @@ export function specDirOf(dir: string): string {
   throw new CompatError(`${dir}: no main.tsp there or in its spec/ folder`);
 }
 
-async function typespec(): Promise<{ compiler: typeof import("@typespec/compiler"); openapi3: typeof import("@typespec/openapi3") }> {
-  try {
-    return { compiler: await import("@typespec/compiler"), openapi3: await import("@typespec/openapi3") };
-  } catch {
-    throw new CompatError("compat compiles TypeSpec: install @typespec/compiler and @typespec/openapi3 (a checkout of the spec has them: npm ci)");
-  }
-}
-
-interface Compiled {
+/** What compile-worker.js posts back: plain data, also what the cache keeps. */
+export interface Compiled {
   openapi: Json;
   declarations: [string, SpecLocation][];
   deprecations: [string, string][];
@@ -108,55 +103,44 @@ export async function loadContract(specDir: string, options: { cache?: boolean }
   return assemble(specDir, compiled);
 }
 
-async function compileContract(specDir: string): Promise<Compiled> {
-  const { compiler, openapi3 } = await typespec();
-  const main = path.join(specDir, "main.tsp");
-  // noEmit: only the in-memory OpenAPI document is needed, which getOpenAPI3 builds from the program.
-  const program = await compiler.compile(compiler.NodeHost, main, { noEmit: true });
-  const errors = program.diagnostics.filter((d) => d.severity === "error");
-  if (errors.length > 0) {
-    const text = errors.slice(0, 5).map((d) => compiler.formatDiagnostic(d, { pretty: false, pathRelativeTo: path.dirname(specDir) }).split("\n")[0]);
-    throw new CompatError(`${path.relative(process.cwd(), main) || main} does not compile: ${text.join("; ")}`);
-  }
-  const [record] = await openapi3.getOpenAPI3(program, { "openapi-versions": ["3.1.0"] } as never);
-  const openapi = structuredClone((record as { document: Json } | undefined)?.document) as Json | undefined;
-  if (!openapi) throw new CompatError(`${main}: no @service to compare`);
+/** The TypeSpec thread (compile-worker.js), started on the first compilation and kept for the next ones. */
+let compileThread: { worker: Worker; pending: Map<number, { resolve: (c: Compiled) => void; reject: (e: Error) => void }> } | undefined;
+let nextRequest = 1;
 
-  const root = path.dirname(specDir);
-  const declarations = new Map<string, SpecLocation>();
-  const deprecations = new Map<string, string>();
-  const record2 = (key: string, type: Parameters<typeof compiler.getSourceLocation>[0]) => {
-    const loc = compiler.getSourceLocation(type);
-    if (!loc?.file?.path || loc.isSynthetic) return;
-    const { line } = loc.file.getLineAndCharacterOfPosition(loc.pos);
-    // Declarations inside the spec folder only: library types stay out.
-    if (!path.resolve(loc.file.path).startsWith(path.resolve(specDir))) return;
-    declarations.set(key, { file: path.relative(root, loc.file.path), line: line + 1 });
-    const deprecated = compiler.getDeprecationDetails(program, type as never);
-    if (deprecated) deprecations.set(key, deprecated.message);
+function startCompileThread(): NonNullable<typeof compileThread> {
+  // execArgv []: without the parent's --import tsx, whose loader would slow the compiler's loading.
+  const worker = new Worker(new URL("./compile-worker.js", import.meta.url), { execArgv: [] });
+  const pending = new Map<number, { resolve: (c: Compiled) => void; reject: (e: Error) => void }>();
+  const thread = { worker, pending };
+  const failAll = (error: Error) => {
+    if (compileThread === thread) compileThread = undefined;
+    for (const p of pending.values()) p.reject(error);
+    pending.clear();
   };
-  const visit = (ns: import("@typespec/compiler").Namespace): void => {
-    record2(ns.name, ns);
-    for (const m of ns.models.values()) {
-      record2(m.name, m);
-      for (const p of m.properties.values()) record2(`${m.name}.${p.name}`, p);
-    }
-    for (const s of ns.scalars.values()) record2(s.name, s);
-    for (const e of ns.enums.values()) {
-      record2(e.name, e);
-      for (const member of e.members.values()) record2(`${e.name}.${member.name}`, member);
-    }
-    for (const u of ns.unions.values()) if (u.name) record2(u.name, u);
-    for (const o of ns.operations.values()) {
-      record2(`op:${o.name}`, o);
-      for (const p of o.parameters.properties.values()) record2(`op:${o.name}.${p.name}`, p);
-    }
-    for (const child of ns.namespaces.values()) visit(child);
-  };
-  for (const ns of program.getGlobalNamespaceType().namespaces.values()) {
-    if (ns.name !== "TypeSpec") visit(ns);
-  }
-  return { openapi, declarations: [...declarations], deprecations: [...deprecations] };
+  worker.on("message", (reply: CompileReply) => {
+    const p = pending.get(reply.id);
+    if (!p) return;
+    pending.delete(reply.id);
+    // An idle thread does not keep the process alive.
+    if (pending.size === 0) worker.unref();
+    if ("compiled" in reply) p.resolve(reply.compiled);
+    else p.reject(reply.clear ? new CompatError(reply.error) : new Error(reply.error));
+  });
+  worker.on("error", failAll);
+  worker.on("exit", (code) => failAll(new Error(`the TypeSpec compiler's thread ended (exit code ${code})`)));
+  worker.unref();
+  return thread;
+}
+
+/** Compiles a spec folder on the TypeSpec thread (one contract at a time, in the order asked). */
+function compileContract(specDir: string): Promise<Compiled> {
+  const { worker, pending } = (compileThread ??= startCompileThread());
+  return new Promise((resolve, reject) => {
+    const id = nextRequest++;
+    if (pending.size === 0) worker.ref();
+    pending.set(id, { resolve, reject });
+    worker.postMessage({ id, specDir } satisfies CompileRequest);
+  });
 }
 
 function assemble(specDir: string, compiled: Compiled): Contract {

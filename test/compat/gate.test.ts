@@ -76,6 +76,17 @@ describe("npm run compat / partner-platform compat", () => {
     expect(text).toContain("- First version.");
   }, 120_000);
 
+  it("exits 2 with TypeSpec's diagnostic, file and line, when a contract does not compile", async () => {
+    const dir = fork();
+    const tsp = path.join(dir, "spec", "models", "businesses.tsp");
+    writeFileSync(tsp, readFileSync(tsp, "utf8").replace("reviewCount: int32;", "reviewCount: NoSuchType;"));
+    const { code, stdout, stderr } = await compat(["--base", "spec", "--head", dir, "--no-cache"]);
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    // One line: the first diagnostics, each with its place in spec/.
+    expect(stderr).toMatch(/^partner-platform: compat: \S*spec\/main\.tsp does not compile: spec\/models\/businesses\.tsp:\d+:\d+ - error invalid-ref: Unknown identifier NoSuchType(; [^\n]*)?\n$/);
+  }, 120_000);
+
   it("is the compat command of the partner-platform CLI too", async () => {
     const result = await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", "compat", "--base", "no-such-revision"], { cwd: packageRoot }).catch(
       (error: { code: number; stderr: string }) => error,
