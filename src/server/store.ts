@@ -103,17 +103,68 @@ async function copyFreshCluster(dir: string): Promise<void> {
 }
 
 /**
- * The embedded database's thread (store-worker.ts). In a checkout the sources are TypeScript, run
- * through tsx, which a worker thread on Node 20 does not inherit when the server registered it with
- * tsx's API (bin/partner-platform.js): the thread registers it first. The packed package runs dist/.
+ * The embedded database's thread (store-worker.ts). The packed package runs dist/. In a checkout the
+ * sources are TypeScript: the thread runs store-worker.ts bundled with its local imports by esbuild
+ * (a devDependency; once per process, in memory, as a data: URL whose package imports are absolute
+ * file URLs), not through tsx, which cost the thread about 70 MB of RSS at idle. The thread keeps the
+ * parent's flags but not tsx's preload (`node --import tsx`).
  */
-function startStoreWorker(data: StoreWorkerData): Worker {
+async function startStoreWorker(data: StoreWorkerData): Promise<Worker> {
   const here = fileURLToPath(import.meta.url);
   const entry = path.join(path.dirname(here), `store-worker${path.extname(here)}`);
   if (!entry.endsWith(".ts")) return new Worker(entry, { workerData: data });
-  const tsx = import.meta.resolve("tsx/esm/api");
-  const boot = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(pathToFileURL(entry).href)}); });`;
-  return new Worker(boot, { eval: true, workerData: data });
+  const source = `data:text/javascript,${encodeURIComponent(await bundledWorker(entry))}`;
+  return new Worker(new URL(source), { workerData: data, execArgv: withoutTsx(process.execArgv) });
+}
+
+let bundled: Promise<string> | undefined;
+function bundledWorker(entry: string): Promise<string> {
+  bundled ??= (async () => {
+    const esbuild = await import("esbuild");
+    try {
+      const result = await esbuild.build({
+        entryPoints: [entry],
+        bundle: true,
+        format: "esm",
+        platform: "node",
+        target: `node${process.versions.node}`,
+        write: false,
+        logLevel: "silent",
+        plugins: [
+          {
+            // Packages stay outside the bundle, imported by absolute URL (a data: URL has no folder to resolve from).
+            name: "packages-by-url",
+            setup(build) {
+              build.onResolve({ filter: /^[^./]/ }, async (args) => {
+                if (args.pluginData === "packages-by-url") return undefined;
+                const found = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "packages-by-url" });
+                if (found.errors.length > 0) return { errors: found.errors };
+                return { path: found.external ? found.path : pathToFileURL(found.path).href, external: true };
+              });
+            },
+          },
+        ],
+      });
+      return result.outputFiles[0]!.text;
+    } finally {
+      // Its service is a child process this server needs no more.
+      await esbuild.stop();
+    }
+  })();
+  bundled.catch(() => (bundled = undefined));
+  return bundled;
+}
+
+/** Node.js flags without tsx's preload (`--import tsx`, `--import=tsx/esm`, `--require tsx/cjs`, `--loader tsx`). */
+function withoutTsx(flags: string[]): string[] {
+  const preload = /^(--import|--require|-r|--loader|--experimental-loader)$/;
+  const isTsx = (value: string) => /^tsx(\/|$)/.test(value);
+  return flags.filter((flag, i) => {
+    if (preload.test(flag) && isTsx(flags[i + 1] ?? "")) return false;
+    if (i > 0 && preload.test(flags[i - 1]!) && isTsx(flag)) return false;
+    const [name, value] = flag.split(/=(.*)/s);
+    return !(value !== undefined && preload.test(name!) && isTsx(value));
+  });
 }
 
 /** `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close. */
@@ -125,7 +176,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
-  const worker = startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
+  const worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
   const pending = new Map<number, { resolve: (reply: StoreReply) => void; reject: (error: Error) => void }>();
   let nextRequest = 1;
   let ended: Error | undefined;
