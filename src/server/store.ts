@@ -106,15 +106,16 @@ async function copyFreshCluster(dir: string): Promise<void> {
  * The embedded database's thread (store-worker.ts). The packed package runs dist/. In a checkout the
  * sources are TypeScript: the thread runs store-worker.ts bundled with its local imports by esbuild
  * (a devDependency; once per process, in memory, as a data: URL whose package imports are absolute
- * file URLs), not through tsx, which cost the thread about 70 MB of RSS at idle. The thread keeps the
- * parent's flags but not tsx's preload (`node --import tsx`).
+ * file URLs), not through tsx, which cost the thread about 70 MB of RSS at idle. It takes none of the
+ * parent's Node.js options: it needs no loader (`node --import tsx` would load tsx there again), and
+ * V8's options, which a worker refuses, apply to the whole process anyway.
  */
 async function startStoreWorker(data: StoreWorkerData): Promise<Worker> {
   const here = fileURLToPath(import.meta.url);
   const entry = path.join(path.dirname(here), `store-worker${path.extname(here)}`);
   if (!entry.endsWith(".ts")) return new Worker(entry, { workerData: data });
   const source = `data:text/javascript,${encodeURIComponent(await bundledWorker(entry))}`;
-  return new Worker(new URL(source), { workerData: data, execArgv: withoutTsx(process.execArgv) });
+  return new Worker(new URL(source), { workerData: data, execArgv: [] });
 }
 
 let bundled: Promise<string> | undefined;
@@ -153,18 +154,6 @@ function bundledWorker(entry: string): Promise<string> {
   })();
   bundled.catch(() => (bundled = undefined));
   return bundled;
-}
-
-/** Node.js flags without tsx's preload (`--import tsx`, `--import=tsx/esm`, `--require tsx/cjs`, `--loader tsx`). */
-function withoutTsx(flags: string[]): string[] {
-  const preload = /^(--import|--require|-r|--loader|--experimental-loader)$/;
-  const isTsx = (value: string) => /^tsx(\/|$)/.test(value);
-  return flags.filter((flag, i) => {
-    if (preload.test(flag) && isTsx(flags[i + 1] ?? "")) return false;
-    if (i > 0 && preload.test(flags[i - 1]!) && isTsx(flag)) return false;
-    const [name, value] = flag.split(/=(.*)/s);
-    return !(value !== undefined && preload.test(name!) && isTsx(value));
-  });
 }
 
 /** `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close. */
