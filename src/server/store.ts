@@ -113,7 +113,7 @@ const STORE_WORKER_LIMITS = { maxYoungGenerationSizeMb: 12 };
  * The embedded database's thread (store-worker.ts). The packed package runs dist/. In a checkout the
  * sources are TypeScript: the thread runs store-worker.ts bundled with its local imports by esbuild
  * (a devDependency; once per process, in memory, as a data: URL whose package imports are absolute
- * file URLs), not through tsx, which cost the thread about 70 MB of RSS at idle. It takes none of the
+ * file URLs), not through tsx, which cost the thread 50–70 MB of RSS at idle. It takes none of the
  * parent's Node.js options: it needs no loader (`node --import tsx` would load tsx there again), and
  * V8's options, which a worker refuses, apply to the whole process anyway.
  */
