@@ -2,6 +2,7 @@
 import { X509Certificate } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
+import v8 from "node:v8";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseClockMode } from "../server/clock.js";
 import { loadConfig, startServer } from "../server/index.js";
@@ -70,6 +71,15 @@ const defaultClients = () =>
     .clients.map((c) => `${c.clientId} / ${c.clientSecret} (businesses ${c.businessIDs.join(", ")})`)
     .join("; ");
 
+/**
+ * V8 lets a heap grow to up to 4x what survived its last full collection before collecting again: at
+ * a backlog's allocation rate the server's heap held 170 MB for 35–60 MB alive. 1.5x keeps `serve`
+ * within its memory target (D42); a --heap-growing-percent given to node is left alone.
+ */
+function limitHeapGrowth(): void {
+  if (!process.execArgv.some((flag) => flag.startsWith("--heap-growing-percent"))) v8.setFlagsFromString("--heap-growing-percent=50");
+}
+
 export function serveCommand(): Command {
   return new Command("serve")
     .description("Run the reference server: tokens, search, service requests, webhooks, and signed durable delivery.")
@@ -120,6 +130,7 @@ export function serveCommand(): Command {
     .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), 256)
     .option("--max-in-flight-per-webhook <n>", "most attempts to one webhook at once (its share alone at its host:port; with n webhooks there, each at most floor(32 / (n + 1)): D40)", wholeNumber(1, 31), 16)
     .action(async (flags: ServeFlags) => {
+      limitHeapGrowth();
       const config = loadConfig(flags.config);
       const server = await startServer({
         host: flags.host,

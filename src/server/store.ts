@@ -103,17 +103,65 @@ async function copyFreshCluster(dir: string): Promise<void> {
 }
 
 /**
- * The embedded database's thread (store-worker.ts). In a checkout the sources are TypeScript, run
- * through tsx, which a worker thread on Node 20 does not inherit when the server registered it with
- * tsx's API (bin/partner-platform.js): the thread registers it first. The packed package runs dist/.
+ * The database's thread keeps little alive (PGlite's memory is WebAssembly's, outside V8's heap) but
+ * allocates fast: V8 let its young generation grow to 48 MB (32 MB resident under a backlog); 12 MB
+ * (semi-spaces of 4 MB) is part of what keeps `serve` within its memory target (D42).
  */
-function startStoreWorker(data: StoreWorkerData): Worker {
+const STORE_WORKER_LIMITS = { maxYoungGenerationSizeMb: 12 };
+
+/**
+ * The embedded database's thread (store-worker.ts). The packed package runs dist/. In a checkout the
+ * sources are TypeScript: the thread runs store-worker.ts bundled with its local imports by esbuild
+ * (a devDependency; once per process, in memory, as a data: URL whose package imports are absolute
+ * file URLs), not through tsx, which cost the thread 50–70 MB of RSS at idle. It takes none of the
+ * parent's Node.js options: it needs no loader (`node --import tsx` would load tsx there again), and
+ * V8's options, which a worker refuses, apply to the whole process anyway.
+ */
+async function startStoreWorker(data: StoreWorkerData): Promise<Worker> {
   const here = fileURLToPath(import.meta.url);
   const entry = path.join(path.dirname(here), `store-worker${path.extname(here)}`);
-  if (!entry.endsWith(".ts")) return new Worker(entry, { workerData: data });
-  const tsx = import.meta.resolve("tsx/esm/api");
-  const boot = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(pathToFileURL(entry).href)}); });`;
-  return new Worker(boot, { eval: true, workerData: data });
+  const options = { workerData: data, resourceLimits: STORE_WORKER_LIMITS };
+  if (!entry.endsWith(".ts")) return new Worker(entry, options);
+  const source = `data:text/javascript,${encodeURIComponent(await bundledWorker(entry))}`;
+  return new Worker(new URL(source), { ...options, execArgv: [] });
+}
+
+let bundled: Promise<string> | undefined;
+function bundledWorker(entry: string): Promise<string> {
+  bundled ??= (async () => {
+    const esbuild = await import("esbuild");
+    try {
+      const result = await esbuild.build({
+        entryPoints: [entry],
+        bundle: true,
+        format: "esm",
+        platform: "node",
+        target: `node${process.versions.node}`,
+        write: false,
+        logLevel: "silent",
+        plugins: [
+          {
+            // Packages stay outside the bundle, imported by absolute URL (a data: URL has no folder to resolve from).
+            name: "packages-by-url",
+            setup(build) {
+              build.onResolve({ filter: /^[^./]/ }, async (args) => {
+                if (args.pluginData === "packages-by-url") return undefined;
+                const found = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "packages-by-url" });
+                if (found.errors.length > 0) return { errors: found.errors };
+                return { path: found.external ? found.path : pathToFileURL(found.path).href, external: true };
+              });
+            },
+          },
+        ],
+      });
+      return result.outputFiles[0]!.text;
+    } finally {
+      // Its service is a child process this server needs no more.
+      await esbuild.stop();
+    }
+  })();
+  bundled.catch(() => (bundled = undefined));
+  return bundled;
 }
 
 /** `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close. */
@@ -125,7 +173,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
-  const worker = startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
+  const worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
   const pending = new Map<number, { resolve: (reply: StoreReply) => void; reject: (error: Error) => void }>();
   let nextRequest = 1;
   let ended: Error | undefined;
