@@ -8,6 +8,7 @@ import { Worker } from "node:worker_threads";
 import { LineCounter, parse as parseYaml, parseDocument } from "yaml";
 import { packageRoot } from "../paths.js";
 import type { CompileReply, CompileRequest } from "./compile-worker.js";
+import { callsTo } from "../worker-calls.js";
 
 export type Json = Record<string, any>;
 
@@ -104,43 +105,24 @@ export async function loadContract(specDir: string, options: { cache?: boolean }
 }
 
 /** The TypeSpec thread (compile-worker.js), started on the first compilation and kept for the next ones. */
-let compileThread: { worker: Worker; pending: Map<number, { resolve: (c: Compiled) => void; reject: (e: Error) => void }> } | undefined;
-let nextRequest = 1;
+let compileThread: ReturnType<typeof startCompileThread> | undefined;
 
-function startCompileThread(): NonNullable<typeof compileThread> {
+function startCompileThread() {
   // execArgv []: without the parent's --import tsx, whose loader would slow the compiler's loading.
   const worker = new Worker(new URL("./compile-worker.js", import.meta.url), { execArgv: [] });
-  const pending = new Map<number, { resolve: (c: Compiled) => void; reject: (e: Error) => void }>();
-  const thread = { worker, pending };
-  const failAll = (error: Error) => {
+  const thread = callsTo<Omit<CompileRequest, "id">, CompileReply>(worker, "the TypeSpec compiler's thread");
+  // A thread that ended is replaced on the next compilation.
+  worker.on("exit", () => {
     if (compileThread === thread) compileThread = undefined;
-    for (const p of pending.values()) p.reject(error);
-    pending.clear();
-  };
-  worker.on("message", (reply: CompileReply) => {
-    const p = pending.get(reply.id);
-    if (!p) return;
-    pending.delete(reply.id);
-    // An idle thread does not keep the process alive.
-    if (pending.size === 0) worker.unref();
-    if ("compiled" in reply) p.resolve(reply.compiled);
-    else p.reject(reply.clear ? new CompatError(reply.error) : new Error(reply.error));
   });
-  worker.on("error", failAll);
-  worker.on("exit", (code) => failAll(new Error(`the TypeSpec compiler's thread ended (exit code ${code})`)));
-  worker.unref();
   return thread;
 }
 
 /** Compiles a spec folder on the TypeSpec thread (one contract at a time, in the order asked). */
-function compileContract(specDir: string): Promise<Compiled> {
-  const { worker, pending } = (compileThread ??= startCompileThread());
-  return new Promise((resolve, reject) => {
-    const id = nextRequest++;
-    if (pending.size === 0) worker.ref();
-    pending.set(id, { resolve, reject });
-    worker.postMessage({ id, specDir } satisfies CompileRequest);
-  });
+async function compileContract(specDir: string): Promise<Compiled> {
+  const reply = await (compileThread ??= startCompileThread()).call({ specDir });
+  if ("compiled" in reply) return reply.compiled;
+  throw reply.clear ? new CompatError(reply.error) : new Error(reply.error);
 }
 
 function assemble(specDir: string, compiled: Compiled): Contract {

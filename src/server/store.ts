@@ -14,6 +14,7 @@ import { Worker } from "node:worker_threads";
 import { once } from "node:events";
 import pg from "pg";
 import type { StoreReply, StoreRequest, StoreWorkerData } from "./store-worker.js";
+import { callsTo } from "../worker-calls.js";
 
 export interface Queryable {
   query<R>(sql: string, params?: unknown[]): Promise<{ rows: R[] }>;
@@ -174,34 +175,12 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
   const worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
-  const pending = new Map<number, { resolve: (reply: StoreReply) => void; reject: (error: Error) => void }>();
-  let nextRequest = 1;
-  let ended: Error | undefined;
-  const failAll = (error: Error) => {
-    ended ??= error;
-    for (const p of pending.values()) p.reject(error);
-    pending.clear();
+  const thread = callsTo<DistributiveOmit<StoreRequest, "id">, StoreReply>(worker, "the embedded database's thread");
+  const call = async (request: DistributiveOmit<StoreRequest, "id">) => {
+    const reply = await thread.call(request);
+    if ("error" in reply) throw Object.assign(new Error(String(reply.error.message)), reply.error);
+    return reply;
   };
-  worker.on("message", (reply: StoreReply) => {
-    const p = pending.get(reply.id);
-    if (!p) return;
-    pending.delete(reply.id);
-    // An idle thread does not keep the process alive, as PGlite on this thread did not.
-    if (pending.size === 0) worker.unref();
-    if ("error" in reply) p.reject(Object.assign(new Error(String(reply.error.message)), reply.error));
-    else p.resolve(reply);
-  });
-  worker.on("error", failAll);
-  worker.on("exit", (code) => failAll(new Error(`the embedded database's thread ended (exit code ${code})`)));
-  worker.unref();
-  const call = (request: DistributiveOmit<StoreRequest, "id">) =>
-    new Promise<StoreReply & { rows?: unknown[]; tx?: number }>((resolve, reject) => {
-      if (ended) return reject(ended);
-      const id = nextRequest++;
-      if (pending.size === 0) worker.ref();
-      pending.set(id, { resolve, reject });
-      worker.postMessage({ ...request, id });
-    });
   const query = async <R>(sql: string, params?: unknown[], tx?: number) => ({ rows: (await call({ op: "query", sql, params, tx })).rows as R[] });
   try {
     await query("SELECT 1");
@@ -224,7 +203,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
       return result;
     },
     async close() {
-      if (!ended) {
+      if (!thread.ended()) {
         const exited = once(worker, "exit");
         await call({ op: "close" });
         worker.ref();
