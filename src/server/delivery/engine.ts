@@ -50,6 +50,8 @@ export interface DeliveryEngine {
 const RECORD_BATCH = 32;
 /** Real ms a batch of outcomes waits for more to end before it is recorded. */
 const RECORD_LINGER_MS = 10;
+/** Real ms at least between two passes of the loop (real and scaled clocks), so that new events share one. */
+const PASS_GAP_MS = 5;
 
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules, parts } = options;
@@ -406,7 +408,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     if (at >= timerAt) return;
     clearTimeout(timer);
     timerAt = at;
-    timer = setTimeout(loop, clock.realDelayUntil(at));
+    timer = setTimeout(loop, passDelay(at));
+  }
+
+  /**
+   * Real milliseconds until a pass for work due at clock time `at`, at least PASS_GAP_MS: the events
+   * triggered within a few milliseconds share a pass (a claim, and the look for the next due time)
+   * instead of each taking one of its own.
+   */
+  function passDelay(at: number): number {
+    return Math.max(PASS_GAP_MS, clock.realDelayUntil(at));
   }
 
   async function loop(): Promise<void> {
@@ -432,7 +443,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     }
     if (stopped) return;
     timerAt = Math.min(next, wanted);
-    timer = setTimeout(loop, clock.realDelayUntil(timerAt));
+    timer = setTimeout(loop, passDelay(timerAt));
   }
 
   return {
