@@ -232,7 +232,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         attempt.abort(new DOMException("no complete answer within the attempt timeout", "TimeoutError"));
       }, timeoutMs);
       const stop = () => attempt.abort(signal.reason);
-      signal.addEventListener("abort", stop);
+      // A stop that came before this attempt reached here ends it at once, as one that comes during it.
+      if (signal.aborted) stop();
+      else signal.addEventListener("abort", stop, { once: true });
       try {
         const response = await request(url, {
           method: rules.method,
