@@ -1,11 +1,11 @@
 // `partner-platform serve`: the reference server (API, durable webhook delivery, optional control port).
 import { X509Certificate } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import path from "node:path";
+import { readFileSync } from "node:fs";
 import v8 from "node:v8";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseClockMode } from "../server/clock.js";
 import { loadConfig, startServer } from "../server/index.js";
+import { embeddedDirProblem } from "../server/store.js";
 import { untilStopped } from "./lifetime.js";
 
 interface ServeFlags {
@@ -55,13 +55,10 @@ function pemFile(file: string): string {
   return pem;
 }
 
-/** A folder for the embedded database: new, empty, or one holding a database (PG_VERSION); never mixed into other files. */
+/** A folder for the embedded database (store.ts says which it can be), refused here as a flag. */
 function dataDirectory(dir: string): string {
-  if (!existsSync(dir)) return dir;
-  if (!statSync(dir).isDirectory()) throw new InvalidArgumentError(`${dir} is not a folder`);
-  if (readdirSync(dir).length > 0 && !existsSync(path.join(dir, "PG_VERSION"))) {
-    throw new InvalidArgumentError(`${dir} holds files but no database (no PG_VERSION): give a new or empty folder, or one an earlier serve made`);
-  }
+  const problem = embeddedDirProblem(dir);
+  if (problem) throw new InvalidArgumentError(problem);
   return dir;
 }
 

@@ -3,7 +3,7 @@
 // leads, events and pending attempts all live here, so a restart loses nothing.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { cp, mkdtemp, readFile, rename, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -86,16 +86,29 @@ function freshClusterDir(): Promise<string> {
 }
 
 /**
+ * Why `dir` cannot be the embedded database's folder, if it cannot: it must be new, empty, or hold a
+ * database (PG_VERSION); a database is never mixed into other files.
+ */
+export function embeddedDirProblem(dir: string): string | undefined {
+  if (!existsSync(dir)) return undefined;
+  if (!statSync(dir).isDirectory()) return `${dir} is not a folder`;
+  if (readdirSync(dir).length > 0 && !existsSync(path.join(dir, "PG_VERSION"))) {
+    return `${dir} holds files but no database (no PG_VERSION): give a new or empty folder, or one an earlier serve made`;
+  }
+  return undefined;
+}
+
+/**
  * Copied beside its place and renamed into it: a copy that stops half-way (kill -9) must not leave a
  * folder that looks like a database (PG_VERSION is among the first files copied). The rename takes an
- * empty folder's place; one holding other files is refused by name rather than mixed into.
+ * empty folder's place; one that gained other files meanwhile is refused by name rather than mixed into.
  */
 async function copyFreshCluster(dir: string): Promise<void> {
   const partial = `${path.resolve(dir)}.partial-${randomUUID()}`;
   try {
     await cp(await freshClusterDir(), partial, { recursive: true });
     await rename(partial, dir).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOTEMPTY" || error.code === "EEXIST") throw new Error(`${dir} holds files but no database (no PG_VERSION): give an empty or new folder`);
+      if (error.code === "ENOTEMPTY" || error.code === "EEXIST") throw new Error(embeddedDirProblem(dir) ?? error.message);
       throw error;
     });
   } finally {
@@ -171,6 +184,8 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   // JavaScript heap, the operating system's page cache costs the process nothing.
   const temporary = dataDir ? undefined : await mkdtemp(path.join(tmpdir(), "partner-platform-db-"));
   const dir = dataDir ?? temporary!;
+  const problem = embeddedDirProblem(dir);
+  if (problem) throw new Error(problem);
   if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
