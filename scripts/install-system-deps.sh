@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages some tests need (Chromium for the docs test, PostgreSQL for the
-# storage tests, the runtimes and frameworks of the example receivers in examples/receivers/).
-# Safe to run again; does nothing for packages already present.
+# storage tests, the runtimes and frameworks of the example receivers in examples/receivers/), and the
+# other Node.js releases the CLI is tested under. Safe to run again; does nothing for what is present.
 set -euo pipefail
 packages=()
 # Each entry: a command that proves the package is there, and the package name.
@@ -32,3 +32,7 @@ if [ "${#packages[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${packages[@]}"
 fi
+# The other Node.js releases the CLI is tested under (scripts/other-nodes.json), from the npm registry
+# into ~/.cache/partner-platform: not Debian packages, and no root needed. A failure is reported here
+# and by the tests that need them, without holding up the rest.
+node "$(dirname "$0")/other-nodes.mjs" install || true

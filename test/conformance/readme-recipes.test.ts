@@ -1,7 +1,9 @@
 // The CI recipes of the README's certify sections pass as written: each section's ```yaml step is run
 // with bash as CI runs it, with only the program name replaced (`npx partner-platform` → this checkout's
-// CLI) and the environment variables it names set, against what the recipe says must be running.
-import { spawn } from "node:child_process";
+// CLI) and the environment variables it names set, against what the recipe says must be running; on
+// the machine's Node.js and on each other release of scripts/other-nodes.json (first on PATH, so that
+// the recipe's `node`, and the server `--start` launches, are that release).
+import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -12,6 +14,7 @@ import { parse } from "yaml";
 import { createNodeReceiver } from "../../examples/receivers/node-http.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
+import { describeOnEachNode, envWithNode, type NodeRuntime } from "../node-runtimes.js";
 
 const [client, second] = loadConfig().clients as [ReturnType<typeof loadConfig>["clients"][number], ReturnType<typeof loadConfig>["clients"][number]];
 const webhookSecret = "whsec-readme-recipe-0123456789";
@@ -44,8 +47,8 @@ async function recipesOf(heading: string): Promise<Recipe[]> {
   return steps.filter((s) => s.run);
 }
 
-/** Runs a recipe's `run` with bash -eo pipefail (what CI does), in `cwd`. */
-async function runRecipe(recipe: Recipe, cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Runs a recipe's `run` with bash -eo pipefail (what CI does), in `cwd`, with `node` first on PATH. */
+async function runRecipe(recipe: Recipe, cwd: string, node: NodeRuntime): Promise<{ code: number; stdout: string; stderr: string }> {
   expect(recipe.run).toContain("npx partner-platform ");
   const env: Record<string, string> = {};
   for (const name of Object.keys(recipe.env ?? {})) {
@@ -53,7 +56,7 @@ async function runRecipe(recipe: Recipe, cwd: string): Promise<{ code: number; s
     env[name] = secrets[name]!;
   }
   const script = recipe.run.replaceAll("npx partner-platform ", `${program} `);
-  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script], { cwd, env: { ...process.env, ...env } });
+  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script], { cwd, env: { ...envWithNode(node), ...env } });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (s: string) => (stdout += s));
@@ -90,10 +93,12 @@ async function expectCertified(result: { code: number; stdout: string; stderr: s
   }
 }
 
-describe("README certify recipes, as written", () => {
+describeOnEachNode("README certify recipes, as written", (node) => {
   let cwd: string;
   beforeAll(async () => {
     cwd = await mkdtemp(path.join(tmpdir(), "readme-recipes-"));
+    // The recipes' `node` is this release.
+    expect(execFileSync("node", ["--version"], { env: envWithNode(node), encoding: "utf8" }).trim()).toBe(`v${node.version}`);
   });
   afterAll(async () => rm(cwd, { recursive: true, force: true }));
 
@@ -101,7 +106,7 @@ describe("README certify recipes, as written", () => {
     const [recipe, ...more] = await recipesOf("Certify your server in CI");
     expect(more).toEqual([]);
     await expectFree(portOf(recipe!.run, "--base-url"));
-    await expectCertified(await runRecipe(recipe!, cwd), cwd, "server");
+    await expectCertified(await runRecipe(recipe!, cwd, node), cwd, "server");
   }, 180_000);
 
   it("Certify your webhook receiver: against the node:http example receiver", async () => {
@@ -112,7 +117,7 @@ describe("README certify recipes, as written", () => {
     const receiver = createNodeReceiver(webhookSecret, () => undefined).listen(port, "127.0.0.1");
     try {
       await once(receiver, "listening");
-      await expectCertified(await runRecipe(recipe!, cwd), cwd, "receiver");
+      await expectCertified(await runRecipe(recipe!, cwd, node), cwd, "receiver");
     } finally {
       receiver.close();
     }
@@ -125,7 +130,7 @@ describe("README certify recipes, as written", () => {
     await expectFree(port);
     const server = await startServer({ port, log: () => undefined });
     try {
-      await expectCertified(await runRecipe(recipe!, cwd), cwd, "api");
+      await expectCertified(await runRecipe(recipe!, cwd, node), cwd, "api");
     } finally {
       await server.close();
     }

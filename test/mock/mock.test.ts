@@ -1,5 +1,5 @@
 // The mock as a user runs it: `npm start`'s command as a real process, called through the package's
-// typed client, and stopped the way a terminal's Ctrl-C does it.
+// typed client, and stopped the way a terminal's Ctrl-C does it; on each Node.js release tested.
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
@@ -12,13 +12,14 @@ import { createPartnerClient } from "@partner-platform/sdk";
 import { freePort } from "../../scripts/free-port.js";
 import { startCommand } from "../../scripts/start-command.js";
 import { packageRoot } from "../../src/paths.js";
+import { describeOnEachNode, type NodeRuntime } from "../node-runtimes.js";
 
 const run = promisify(execFile);
 
-/** `npm start -- --port N` without npm, in a process group of its own (as a terminal runs it). */
-function startMock(port: number): ChildProcessWithoutNullStreams {
-  const { file, args, cwd } = startCommand("--port", String(port));
-  return spawn(file, args, { cwd, detached: true });
+/** `npm start -- --port N` without npm, on `node`, in a process group of its own (as a terminal runs it). */
+function startMock(port: number, node: NodeRuntime): ChildProcessWithoutNullStreams {
+  const { args, cwd } = startCommand("--port", String(port));
+  return spawn(node.exe, args, { cwd, detached: true });
 }
 
 /** Resolves with everything printed once `text` appears on stdout. */
@@ -43,7 +44,7 @@ async function portIsFree(port: number): Promise<boolean> {
   return free;
 }
 
-describe("partner-platform mock", () => {
+describeOnEachNode("partner-platform mock", (node) => {
   let mock: ChildProcessWithoutNullStreams;
   let port: number;
   let origin: string;
@@ -53,7 +54,7 @@ describe("partner-platform mock", () => {
   beforeAll(async () => {
     port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    mock = startMock(port);
+    mock = startMock(port, node);
     mock.stderr.setEncoding("utf8").on("data", (t: string) => (stderr += t));
     // The banner is printed once Prism reports that it listens: readiness as an event, not a poll.
     banner = await waitForOutput(mock, "Ctrl-C stops it.");
@@ -162,7 +163,7 @@ describe("partner-platform mock", () => {
   });
 
   it("refuses a busy port with one line naming the port and --port", async () => {
-    const second = startMock(port);
+    const second = startMock(port, node);
     let err = "";
     second.stderr.setEncoding("utf8").on("data", (t: string) => (err += t));
     const [code] = (await once(second, "exit")) as [number];
