@@ -93,7 +93,14 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const log = options.log ?? ((m: string) => logger.warn({ component: "delivery" }, m));
   const db = options.db ?? (options.databaseUrl ? await openPostgres(options.databaseUrl) : await openEmbedded(options.dataDir));
   await migrate(db);
-  await recordOwners(db, config.clients);
+  // A business that an earlier start (this server's or another's on one database) gave another owner.
+  const moved = (await recordOwners(db, config.clients)).filter((c) => c.from !== undefined);
+  if (moved.length > 0) {
+    logger.warn(
+      { component: "store", ownerChanges: moved },
+      "business owners differ from those an earlier start recorded (D27): their events now reach only the new owners' webhooks; servers sharing a database must share one configuration",
+    );
+  }
   const clockSetting = options.clock ?? { mode: "real" as const };
   const clock = createClock(clockSetting.mode, clockSetting);
   const smtpUrl = options.smtpUrl ?? config.smtpUrl;

@@ -543,10 +543,13 @@ BEGIN
   ORDER BY c.due_at, c.id;
 END $$`;
 
+/** What servers starting together on one database take turns on (migrations, the owners). */
+const START_LOCK = "SELECT pg_advisory_xact_lock(20261122)";
+
 /** Creates what is missing; servers starting together on one database take turns (an advisory lock). */
 export async function migrate(db: Db): Promise<void> {
   await db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock(20261122)");
+    await tx.query(START_LOCK);
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
     await tx.query(RECORD_OUTCOMES);
     await tx.query(CLAIM_ATTEMPTS);
@@ -554,13 +557,33 @@ export async function migrate(db: Db): Promise<void> {
   });
 }
 
-/** Records the configuration's business owners (D27), replacing what an earlier start recorded. */
-export async function recordOwners(db: Db, clients: { clientId: string; businessIDs: string[] }[]): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx.query("DELETE FROM business_owners");
-    for (const c of clients) {
-      for (const b of c.businessIDs) await tx.query("INSERT INTO business_owners (business_id, client_id) VALUES ($1, $2)", [b, c.clientId]);
+/** A business whose owner a start changed (D27): `from` or `to` is absent where it had or has none. */
+export interface OwnerChange {
+  businessId: string;
+  from?: string;
+  to?: string;
+}
+
+/**
+ * Records the configuration's business owners (D27), replacing what an earlier start recorded, and
+ * says what changed. Servers starting together take turns, so the second finds the first's rows
+ * rather than inserting them again.
+ */
+export async function recordOwners(db: Db, clients: { clientId: string; businessIDs: string[] }[]): Promise<OwnerChange[]> {
+  return db.transaction(async (tx) => {
+    await tx.query(START_LOCK);
+    const { rows } = await tx.query<{ business_id: string; client_id: string }>("SELECT business_id, client_id FROM business_owners");
+    const before = new Map(rows.map((r) => [r.business_id, r.client_id]));
+    const after = new Map(clients.flatMap((c) => c.businessIDs.map((b) => [b, c.clientId] as const)));
+    const changes = [...new Set([...before.keys(), ...after.keys()])]
+      .filter((b) => before.get(b) !== after.get(b))
+      .sort()
+      .map((businessId) => ({ businessId, ...(before.has(businessId) ? { from: before.get(businessId) } : {}), ...(after.has(businessId) ? { to: after.get(businessId) } : {}) }));
+    if (changes.length > 0) {
+      await tx.query("DELETE FROM business_owners");
+      await tx.query("INSERT INTO business_owners (business_id, client_id) SELECT * FROM unnest($1::text[], $2::text[])", [[...after.keys()], [...after.values()]]);
     }
+    return changes;
   });
 }
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { startServer } from "../../src/server/index.js";
-import { migrate, nextId, openEmbedded, openPostgres, type Db } from "../../src/server/store.js";
+import { migrate, nextId, openEmbedded, openPostgres, recordOwners, type Db } from "../../src/server/store.js";
 import { validatorFor } from "../../src/spec.js";
 import { client, envelope, register, storageBackends } from "./helpers.js";
 
@@ -107,6 +107,40 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       for (const id of ids) expect(validatorFor("LeadId")(id)).toBe(true);
     } finally {
       await db.close();
+    }
+  });
+
+  it("records the configuration's business owners (D27) when servers start together, and says what changed", async () => {
+    const store = await fresh();
+    // Two servers' connections on PostgreSQL; one database, called at once, on the embedded store.
+    const [a, b] = postgres ? [await store.open(), await store.open()] : Array(2).fill(await store.open());
+    const owners = (db: Db) => db.query<{ business_id: string; client_id: string }>("SELECT business_id, client_id FROM business_owners ORDER BY business_id").then((r) => r.rows);
+    try {
+      await migrate(a);
+      // Two configurations that move 4712 between the partners: each round both servers start with the next.
+      const configs = [
+        [{ clientId: "partner-acme", businessIDs: ["4711", "4712"] }, { clientId: "partner-globex", businessIDs: ["4713"] }],
+        [{ clientId: "partner-acme", businessIDs: ["4711"] }, { clientId: "partner-globex", businessIDs: ["4712", "4713"] }],
+      ];
+      for (let round = 0; round < 10; round++) {
+        const config = configs[round % 2]!;
+        const changes = await Promise.all([recordOwners(a, config), recordOwners(b, config)]);
+        // One of the two records the change (all three owners on a new database); the other finds it done.
+        expect(changes.flat().length, `round ${round}`).toBe(round === 0 ? 3 : 1);
+      }
+      await recordOwners(a, configs[0]!);
+      expect(await owners(a)).toEqual([
+        { business_id: "4711", client_id: "partner-acme" },
+        { business_id: "4712", client_id: "partner-acme" },
+        { business_id: "4713", client_id: "partner-globex" },
+      ]);
+      expect(await recordOwners(b, [{ clientId: "partner-globex", businessIDs: ["4712", "4713"] }])).toEqual([
+        { businessId: "4711", from: "partner-acme" },
+        { businessId: "4712", from: "partner-acme", to: "partner-globex" },
+      ]);
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
     }
   });
 
