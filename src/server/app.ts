@@ -6,7 +6,7 @@ import path from "node:path";
 import contentType from "content-type";
 import rateLimit from "@fastify/rate-limit";
 import { STATUS_CODES } from "node:http";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { packageRoot } from "../paths.js";
 import { eventSchemaName, type EventName } from "@partner-platform/sdk";
 import { sharedEventExample } from "../spec.js";
@@ -219,19 +219,6 @@ function failedAuthThrottle(app: FastifyInstance): TokenThrottle {
   };
 }
 
-/**
- * One access line per request once it is answered, what was asked beside what was answered (D43),
- * instead of Fastify's two ("incoming request", "request completed"): in a profile of Control API
- * triggers the one line was 7.9% of the main thread's busy time.
- */
-class AccessLog extends LogController {
-  override incomingRequest(): void {}
-  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, "request errored");
-    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, "request completed");
-  }
-}
-
 export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
   const timeouts = { ...defaultTimeouts, ...options.timeouts };
@@ -256,7 +243,6 @@ export function createApp(options: AppOptions): FastifyInstance {
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
       );
     },
-    logController: new AccessLog(),
     // Fastify's own refusals (a URL it cannot decode, ...) go to the error handler: problem+json.
     frameworkErrors: (error, req, reply) => {
       const status = (error as { statusCode?: number }).statusCode ?? 400;
