@@ -40,9 +40,14 @@ const examples = new Map<EventName, unknown>();
 
 /** The example envelope of an event, from its JSON Schema `examples` (a copy the caller may change). */
 export function eventExample<N extends EventName>(event: N): Extract<components["schemas"]["WebhookEvent"], { event: N }> {
+  return structuredClone(sharedEventExample(event)) as Extract<components["schemas"]["WebhookEvent"], { event: N }>;
+}
+
+/** The example envelope of an event, the one kept for every caller: read it, never change it (eventExample gives a copy). */
+export function sharedEventExample(event: EventName): Readonly<components["schemas"]["WebhookEvent"]> {
   let example = examples.get(event);
   if (example === undefined) examples.set(event, (example = (readSchema(eventSchemaName(event)).examples as unknown[])[0]));
-  return structuredClone(example) as Extract<components["schemas"]["WebhookEvent"], { event: N }>;
+  return example as components["schemas"]["WebhookEvent"];
 }
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;

@@ -7,7 +7,7 @@
 //                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs;
 //   end to end:  N Control API triggers (32 in flight) on a real clock until the receiver has all N,
 //                against N bare node:https POSTs.
-// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres) change the run.
+// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,e2e) change the run.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -19,6 +19,7 @@ const N = Number(process.env.BENCH_N ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const CONNECTIONS = 32;
 const stores = (process.env.BENCH_STORES ?? "embedded,postgres").split(",");
+const arms = (process.env.BENCH_ARMS ?? "sustained,e2e").split(",");
 
 interface Round {
   rate: number;
@@ -75,7 +76,7 @@ const bench: Bench = async () => {
       const label = store === "postgres" ? "PostgreSQL" : "embedded store";
 
       // Sustained: a virtual clock holds the queued attempts until the advance.
-      {
+      if (arms.includes("sustained")) {
         const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs("sustained"))]);
         const load = startWorker("load.ts");
         try {
@@ -100,7 +101,7 @@ const bench: Bench = async () => {
       }
 
       // End to end: triggers on a real clock until the receiver has every event.
-      {
+      if (arms.includes("e2e")) {
         const serve = await startServe([...common, "--clock", "real", ...(await storeArgs("e2e"))]);
         const load = startWorker("load.ts");
         try {

@@ -1,6 +1,6 @@
 // Fan-out: the cost of queueing one event's first attempts for 1, 10, 100 and 1,000 subscribed webhooks
-// (one INSERT … SELECT per event, D8), through the Control API of `partner-platform serve` on a virtual
-// clock (nothing is delivered). Per attempt row it should be flat. A trigger costs the same with or
+// (one INSERT … SELECT per statement, store_events, D8; one event a statement here, as triggers come one
+// at a time), through the Control API of `partner-platform serve` on a virtual clock (nothing is delivered). Per attempt row it should be flat. A trigger costs the same with or
 // without webhooks too (its request, validation, event row): measured after a warm-up, on business 4712
 // that has none, and taken off each level's cost, so what is left is the cost of the rows, not the
 // trigger's spread over them. BENCH_FANOUT_EVENTS (50) per level at least, and enough events for 1,000

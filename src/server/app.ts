@@ -9,7 +9,7 @@ import { STATUS_CODES } from "node:http";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { packageRoot } from "../paths.js";
 import { eventSchemaName, type EventName } from "@partner-platform/sdk";
-import { eventExample } from "../spec.js";
+import { sharedEventExample } from "../spec.js";
 import type { Clock } from "./clock.js";
 import type { ClientConfig } from "./config.js";
 import {
@@ -548,8 +548,9 @@ function registerControl(app: FastifyInstance, { clock, engine }: AppOptions): v
   app.post("/conformance/events", async (req, reply) => {
     const body = controlBody<{ event: EventName; businessID: string; data?: Record<string, unknown> }>("TriggerEventRequest", req.body);
     const { event, businessID } = body;
-    const example = eventExample(event);
-    const data: Record<string, unknown> = { ...(body.data ?? example.data), businessID };
+    // The example is only read: its data is copied one level, and the envelope is serialized.
+    const example = sharedEventExample(event);
+    const data: Record<string, unknown> = { ...(body.data ?? (example.data as Record<string, unknown>)), businessID };
     const errors = schemaErrors(eventSchemaName(event), { ...example, data });
     if (errors.length) throw new ProblemError(422, `data does not validate against the ${event} schema.`, errors);
     // A lead.updated "as if it had occurred" changes a stored lead: a hired lead no longer expires (D19).

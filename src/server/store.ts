@@ -474,27 +474,31 @@ BEGIN
 END $$`;
 
 /**
- * Stores an event and queues its first attempts for the subscribed, enabled webhooks of the
+ * Stores events and queues their first attempts for the subscribed, enabled webhooks of each
  * business's owner (D8, D27) in one statement: on the embedded store a statement costs far more than
- * its rows, and one statement needs no transaction around it. Returns how many attempts it queued.
+ * its rows, and one statement needs no transaction around it. The engine stores the events emitted
+ * meanwhile together (engine.ts). Returns how many attempts it queued per event, in the order given.
  */
-const STORE_EVENT = `
-CREATE OR REPLACE FUNCTION store_event(p_id text, p_name text, p_business text, p_body text, p_at bigint)
-RETURNS integer LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+const STORE_EVENTS = `
+CREATE OR REPLACE FUNCTION store_events(p_ids text[], p_names text[], p_businesses text[], p_bodies text[], p_at bigint[])
+RETURNS integer[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
-  n integer;
+  counts integer[];
 BEGIN
-  INSERT INTO events (id, name, business_id, body, created_at) VALUES (p_id, p_name, p_business, p_body, p_at);
+  INSERT INTO events (id, name, business_id, body, created_at) SELECT * FROM unnest(p_ids, p_names, p_businesses, p_bodies, p_at);
   -- events is a JSON array of names; jsonb's ? asks whether it holds this one.
   WITH queued AS (
     INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
-    SELECT p_id, w.id, 1, p_at FROM webhooks w
+    SELECT e.id, w.id, 1, e.at FROM unnest(p_ids, p_names, p_businesses, p_at) AS e(id, name, business, at)
+      JOIN webhooks w ON w.business_id = e.business
       -- Only the business owner's webhooks (D27): one partner's events never reach another.
       JOIN business_owners o ON o.business_id = w.business_id AND o.client_id = w.client_id
-      WHERE w.status = 'enabled' AND w.business_id = p_business AND w.events::jsonb ? p_name
-    RETURNING 1)
-  SELECT count(*)::int INTO n FROM queued;
-  RETURN n;
+      WHERE w.status = 'enabled' AND w.events::jsonb ? e.name
+    RETURNING event_id),
+  per_event AS (SELECT event_id, count(*)::int AS n FROM queued GROUP BY event_id)
+  SELECT array_agg(coalesce(q.n, 0) ORDER BY e.i) INTO counts
+    FROM unnest(p_ids) WITH ORDINALITY AS e(id, i) LEFT JOIN per_event q ON q.event_id = e.id;
+  RETURN counts;
 END $$`;
 
 /**
@@ -553,7 +557,7 @@ export async function migrate(db: Db): Promise<void> {
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
     await tx.query(RECORD_OUTCOMES);
     await tx.query(CLAIM_ATTEMPTS);
-    await tx.query(STORE_EVENT);
+    await tx.query(STORE_EVENTS);
   });
 }
 

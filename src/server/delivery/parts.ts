@@ -114,10 +114,11 @@ export interface DeliveryParts {
   /** The envelope of a new event: its id and the exact bytes every attempt sends (§2.3, D4). */
   envelope(name: EventName, data: Record<string, unknown>, at: number): { id: string; body: string };
   /**
-   * Stores a new event and queues its first attempts for its subscribed, enabled webhooks (D8), in
-   * one statement: atomic on its own, so that an event emitted alone needs no transaction.
+   * Stores new events and queues their first attempts for their subscribed, enabled webhooks (D8), in
+   * one statement: atomic on its own, so that events emitted alone need no transaction. Returns how
+   * many attempts each event queued, in the order given.
    */
-  queue(tx: Queryable, event: NewEvent): Promise<number>;
+  queue(tx: Queryable, events: NewEvent[]): Promise<number[]>;
   /** Marks the leads due to expire by `now` as expired (D19) and returns them. */
   expireLeads(tx: Queryable, now: number): Promise<ExpiredLead[]>;
   /**
@@ -158,9 +159,15 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       return { id, body: JSON.stringify({ id, event: name, timestamp: new Date(at).toISOString(), data }) };
     },
 
-    async queue(tx, event) {
-      const { rows } = await tx.query<{ n: number }>("SELECT store_event($1, $2, $3, $4, $5) AS n", [event.id, event.name, event.businessId, event.body, event.at]);
-      return rows[0]!.n;
+    async queue(tx, events) {
+      const { rows } = await tx.query<{ counts: number[] }>("SELECT store_events($1, $2, $3, $4, $5) AS counts", [
+        events.map((e) => e.id),
+        events.map((e) => e.name),
+        events.map((e) => e.businessId),
+        events.map((e) => e.body),
+        events.map((e) => e.at),
+      ]);
+      return rows[0]!.counts;
     },
 
     async expireLeads(tx, now) {
