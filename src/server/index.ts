@@ -168,6 +168,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     parts,
     owner,
     leaseMs,
+    attemptTimeoutRealMs: timeoutMs,
     maxInFlight: options.maxInFlight,
     connectionsPerOrigin,
     maxInFlightPerWebhook,

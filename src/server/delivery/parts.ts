@@ -9,6 +9,7 @@ import { newEventId, signPayload, type DeliveryRules, type EventName } from "@pa
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import type { Db, Queryable } from "../store.js";
+import type { AttemptSignal } from "./deadlines.js";
 
 /** What every part may use. */
 export interface PartsContext {
@@ -130,8 +131,11 @@ export interface DeliveryParts {
   deliverable(a: ClaimedAttempt): boolean;
   /** The bytes an attempt sends and their signature (D2). */
   sign(a: ClaimedAttempt & { body: string; secret: string }): Promise<{ body: Buffer; signature: string }>;
-  /** Makes one HTTP attempt (D1, D6), abandoned when `signal` aborts. */
-  send(url: string, body: Buffer, signature: string, signal: AbortSignal): Promise<SendResult>;
+  /**
+   * Makes one HTTP attempt (D1, D6), abandoned when `signal` aborts: at the attempt timeout
+   * (`signal.timedOut`: a failure) or when the engine stops (it throws: nothing is recorded).
+   */
+  send(url: string, body: Buffer, signature: string, signal: AttemptSignal): Promise<SendResult>;
   /** When the retry after a failed attempt is due (D7), or undefined after the last retry. */
   retryAt(failure: Failure): number | undefined;
   /** Records outcomes in the order given, each atomically (D7). */
@@ -220,21 +224,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       const refused = refusalOf(url);
       if (refused) return { error: refused, timedOut: false };
       // The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
-      // inside this deadline there is connecting, the answer and its body, never a queue for a connection.
+      // inside the attempt's deadline (the signal, deadlines.ts) there is connecting, the answer and its
+      // body (D6), never a queue for a connection. undici's own timeouts, coarser, are a backstop.
       const timeoutMs = ctx.attemptTimeoutRealMs;
-      // One deadline for connecting, the answer and its body (D6), on a timer of its own: undici's own
-      // timeouts tick coarsely, up to a second late. One controller, aborted by the deadline or by the
-      // engine's signal: AbortSignal.timeout and AbortSignal.any cost several objects and listeners each.
-      const attempt = new AbortController();
-      let deadlinePassed = false;
-      const deadline = setTimeout(() => {
-        deadlinePassed = true;
-        attempt.abort(new DOMException("no complete answer within the attempt timeout", "TimeoutError"));
-      }, timeoutMs);
-      const stop = () => attempt.abort(signal.reason);
-      // A stop that came before this attempt reached here ends it at once, as one that comes during it.
-      if (signal.aborted) stop();
-      else signal.addEventListener("abort", stop, { once: true });
       try {
         const response = await request(url, {
           method: rules.method,
@@ -243,20 +235,19 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
           dispatcher: ctx.dispatcher,
-          signal: attempt.signal,
+          signal,
         });
         // The answer is complete when its body is: bounded too, so a trickling body cannot hold the
-        // attempt. Past 128 KiB undici closes the connection rather than read on.
-        await response.body.dump({ limit: 128 * 1024, signal: attempt.signal });
+        // attempt. Past 128 KiB undici closes the connection rather than read on. The request's signal
+        // still covers the body: an abort destroys it, which ends the dump as if the body had ended.
+        await response.body.dump({ limit: 128 * 1024 });
+        if (signal.aborted) throw signal.reason;
         return { status: response.statusCode, timedOut: false };
       } catch (e) {
-        if (signal.aborted) throw e;
-        const timedOut = deadlinePassed || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
+        if (signal.aborted && !signal.timedOut) throw e;
+        const timedOut = signal.timedOut || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
         const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
         return { error, timedOut };
-      } finally {
-        clearTimeout(deadline);
-        signal.removeEventListener("abort", stop);
       }
     },
 
