@@ -1,25 +1,23 @@
 // The attempts' deadlines (D6) on one timer. Every attempt of an engine has the same timeout, so the
 // order in which attempts start is the order in which their deadlines pass: a Map in insertion order is
 // the queue, and one timer, armed for its head, serves them all. An attempt costs an entry, not a timer,
-// an AbortController and a listener linking it to the engine's stop (measured: D43).
-import { EventEmitter } from "node:events";
+// an AbortController and a listener linking it to the engine's stop.
 
-/**
- * What abandons an attempt's HTTP request: its deadline or the engine's stop. An EventEmitter with
- * `aborted` and `reason`, which undici's `request` takes as its signal (cheaper than an AbortSignal).
- */
-export class AttemptSignal extends EventEmitter {
+/** What abandons an attempt's HTTP request: its deadline or the engine's stop. */
+export class AttemptSignal {
   aborted = false;
   reason: Error | undefined;
   /** Aborted because the attempt timeout passed (not because the engine stopped). */
   timedOut = false;
+  /** Called once when aborted (one listener: the attempt's request). */
+  onabort: (() => void) | undefined;
 
   abort(reason: Error, timedOut: boolean): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
     this.timedOut = timedOut;
-    this.emit("abort");
+    this.onabort?.();
   }
 }
 
