@@ -4,6 +4,7 @@
 import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
+import { createDeadlines } from "./deadlines.js";
 import { composeDisableMail } from "./mail.js";
 import { endOf, memoized, type ClaimedAttempt, type DeliveryParts, type NewEvent, type Outcome, type Recorded } from "./parts.js";
 import { originShares } from "./share.js";
@@ -21,6 +22,8 @@ export interface EngineOptions {
   /** Each attempt's outcome once recorded, for the server's log. */
   outcomeLog?: (outcome: { webhookId: string; attemptId: string; attempt: number; ok: boolean; status?: number; error?: string; recorded: string }) => void;
   log: (message: string) => void;
+  /** Real ms an attempt may take before it has failed (D6, D24): connecting, the answer and its body. */
+  attemptTimeoutRealMs: number;
   /** At most this many attempts in flight at once (claims are bounded by it). */
   maxInFlight?: number;
   /** The dispatcher's connections per origin (host:port), shared by the webhooks there (D40). */
@@ -68,9 +71,9 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   let timerAt = Infinity;
   let orphansCheckedAt = Date.now();
   let wanted = Infinity;
-  /** Attempts and e-mail runs under way; each attempt's own abort controller (stop aborts them). */
+  /** Attempts and e-mail runs under way; the attempts' deadlines, which stop aborts at once. */
   const inFlight = new Set<Promise<void>>();
-  const controllers = new Set<AbortController>();
+  const deadlines = createDeadlines(options.attemptTimeoutRealMs);
   let renewal: NodeJS.Timeout | undefined;
   let renewing: Promise<void> | undefined;
   let attemptsUnderWay = 0;
@@ -288,20 +291,19 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const startedAt = clock.now();
     const { body, signature } = await parts.sign({ ...a, body: a.body!, secret: a.secret! });
     if (stopped) return undefined;
-    const controller = new AbortController();
-    controllers.add(controller);
+    const signal = deadlines.start();
     try {
-      const result = await parts.send(a.url!, body, signature, controller.signal);
+      const result = await parts.send(a.url!, body, signature, signal);
       const ok = result.error === undefined && result.status !== undefined && result.status >= 200 && result.status < 300;
       const endedAt = endOf(clock, rules, startedAt, result.timedOut);
       const retryAt = ok ? undefined : parts.retryAt({ attempt: a.attempt, startedAt, endedAt, timedOut: result.timedOut });
       return { ...base, ok, cancelled: false, status: result.status, error: result.error, endedAt, retryAt };
     } catch (error) {
       // Stopping: left claimed, handed back to the queue by stop(), made again after the restart.
-      if (controller.signal.aborted) return undefined;
+      if (signal.aborted && !signal.timedOut) return undefined;
       throw error;
     } finally {
-      controllers.delete(controller);
+      deadlines.end(signal);
     }
   }
 
@@ -543,7 +545,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       clearInterval(renewal);
       await renewing;
       kick();
-      for (const controller of controllers) controller.abort();
+      deadlines.abortAll(new Error("the server is stopping"));
       await settle();
       await db.query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE state = 'in_flight' AND claimed_by = $1", [options.owner]);
     },

@@ -2,3 +2,4 @@
 export { createDeliveryEngine, type DeliveryEngine, type Emit, type EngineOptions } from "./engine.js";
 export { composeDisableMail, type DisabledWebhook } from "./mail.js";
 export * from "./parts.js";
+export type { AttemptSignal } from "./deadlines.js";

@@ -4,11 +4,11 @@
 // also the seams through which conformance/broken builds its deliberately broken servers and
 // conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
 import type { Dispatcher } from "undici";
-import { request } from "undici";
 import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import type { Db, Queryable } from "../store.js";
+import type { AttemptSignal } from "./deadlines.js";
 
 /** What every part may use. */
 export interface PartsContext {
@@ -131,8 +131,11 @@ export interface DeliveryParts {
   deliverable(a: ClaimedAttempt): boolean;
   /** The bytes an attempt sends and their signature (D2). */
   sign(a: ClaimedAttempt & { body: string; secret: string }): Promise<{ body: Buffer; signature: string }>;
-  /** Makes one HTTP attempt (D1, D6), abandoned when `signal` aborts. */
-  send(url: string, body: Buffer, signature: string, signal: AbortSignal): Promise<SendResult>;
+  /**
+   * Makes one HTTP attempt (D1, D6), abandoned when `signal` aborts: at the attempt timeout
+   * (`signal.timedOut`: a failure) or when the engine stops (it throws: nothing is recorded).
+   */
+  send(url: string, body: Buffer, signature: string, signal: AttemptSignal): Promise<SendResult>;
   /** When the retry after a failed attempt is due (D7), or undefined after the last retry. */
   retryAt(failure: Failure): number | undefined;
   /** Records outcomes in the order given, each atomically (D7). */
@@ -145,6 +148,7 @@ export interface DeliveryParts {
 /** A variant of the reference server: replaces some parts, given the default ones. */
 export type PartsOverride = (base: DeliveryParts, ctx: PartsContext) => Partial<DeliveryParts>;
 
+const MAX_ANSWER_BYTES = 128 * 1024;
 const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"]);
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
@@ -153,6 +157,61 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
   // A webhook's URL is checked on each attempt (the policy may be stricter than at registration): the
   // same answer for the same URL, parsed once.
   const refusalOf = memoized((url: string) => ctx.addressPolicy.refuseAddressUrl(url));
+  const targetOf = memoized((url: string) => {
+    const { origin, pathname, search } = new URL(url);
+    return { origin, path: pathname + search };
+  });
+
+  /**
+   * POSTs `body` and resolves with the answer's status once its body has ended, through the
+   * dispatcher's own handler interface: `request()`'s response stream, promise and async resource per
+   * attempt were a large part of the engine's time, and the body is only counted, never read.
+   * The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
+   * inside the attempt's deadline (the signal, deadlines.ts) there is connecting, the answer and its
+   * body (D6), never a queue for a connection. undici's own timeouts, coarser, are a backstop.
+   */
+  function post(target: { origin: string; path: string }, body: Buffer, headers: Record<string, string>, signal: AttemptSignal): Promise<number> {
+    return new Promise((resolve, reject) => {
+      let status = 0;
+      let received = 0;
+      let tooLarge = false;
+      let started: Dispatcher.DispatchController | undefined;
+      // Past 128 KiB of answer the connection is closed rather than read on; the status stands.
+      const past = (c: Dispatcher.DispatchController, bytes: number) => {
+        if (bytes <= MAX_ANSWER_BYTES) return;
+        tooLarge = true;
+        c.abort(new Error("answer body over 128 KiB"));
+      };
+      signal.onabort = () => started?.abort(signal.reason!);
+      ctx.dispatcher.dispatch(
+        { origin: target.origin, path: target.path, method: rules.method, body, headers, headersTimeout: ctx.attemptTimeoutRealMs, bodyTimeout: ctx.attemptTimeoutRealMs },
+        {
+          onRequestStart(c) {
+            started = c;
+            // Aborted while connecting: ended now (undici calls this once it has the connection).
+            if (signal.aborted) c.abort(signal.reason!);
+          },
+          onResponseStart(c, statusCode, answerHeaders) {
+            status = statusCode;
+            past(c, Number(answerHeaders["content-length"] ?? 0));
+          },
+          onResponseData(c, chunk) {
+            received += chunk.length;
+            past(c, received);
+          },
+          onResponseEnd() {
+            signal.onabort = undefined;
+            resolve(status);
+          },
+          onResponseError(_c, error) {
+            signal.onabort = undefined;
+            if (tooLarge && !signal.aborted) resolve(status);
+            else reject(error);
+          },
+        },
+      );
+    });
+  }
   return {
     envelope(name, data, at) {
       const id = newEventId(at);
@@ -226,44 +285,14 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
       const refused = refusalOf(url);
       if (refused) return { error: refused, timedOut: false };
-      // The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
-      // inside this deadline there is connecting, the answer and its body, never a queue for a connection.
-      const timeoutMs = ctx.attemptTimeoutRealMs;
-      // One deadline for connecting, the answer and its body (D6), on a timer of its own: undici's own
-      // timeouts tick coarsely, up to a second late. One controller, aborted by the deadline or by the
-      // engine's signal: AbortSignal.timeout and AbortSignal.any cost several objects and listeners each.
-      const attempt = new AbortController();
-      let deadlinePassed = false;
-      const deadline = setTimeout(() => {
-        deadlinePassed = true;
-        attempt.abort(new DOMException("no complete answer within the attempt timeout", "TimeoutError"));
-      }, timeoutMs);
-      const stop = () => attempt.abort(signal.reason);
-      // A stop that came before this attempt reached here ends it at once, as one that comes during it.
-      if (signal.aborted) stop();
-      else signal.addEventListener("abort", stop, { once: true });
       try {
-        const response = await request(url, {
-          method: rules.method,
-          body,
-          headers: { "content-type": rules.contentType, [signatureHeader]: signature },
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
-          dispatcher: ctx.dispatcher,
-          signal: attempt.signal,
-        });
-        // The answer is complete when its body is: bounded too, so a trickling body cannot hold the
-        // attempt. Past 128 KiB undici closes the connection rather than read on.
-        await response.body.dump({ limit: 128 * 1024, signal: attempt.signal });
-        return { status: response.statusCode, timedOut: false };
+        const status = await post(targetOf(url), body, { "content-type": rules.contentType, [signatureHeader]: signature }, signal);
+        return { status, timedOut: false };
       } catch (e) {
-        if (signal.aborted) throw e;
-        const timedOut = deadlinePassed || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
+        if (signal.aborted && !signal.timedOut) throw e;
+        const timedOut = signal.timedOut || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
         const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
         return { error, timedOut };
-      } finally {
-        clearTimeout(deadline);
-        signal.removeEventListener("abort", stop);
       }
     },
 
