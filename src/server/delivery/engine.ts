@@ -4,6 +4,7 @@
 import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { Db, Queryable } from "../store.js";
+import { createBatcher } from "./batches.js";
 import { createDeadlines } from "./deadlines.js";
 import { composeDisableMail } from "./mail.js";
 import { endOf, memoized, type ClaimedAttempt, type DeliveryParts, type NewEvent, type Outcome, type Recorded } from "./parts.js";
@@ -132,41 +133,22 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   // -- Events emitted alone: stored together (group commit) --------------------------------------
 
-  const unstored: { event: NewEvent; done: (queued: number | Error) => void }[] = [];
-  let storing: Promise<void> | undefined;
-
   /**
-   * Stores an event emitted outside a transaction. The first goes at once; those emitted while a
-   * statement is under way wait for it and go together in the next (at most EMIT_BATCH): a statement
-   * costs far more than its rows (measured on the embedded store: about a millisecond of the database
-   * thread's CPU per trigger). Resolves once the event is stored, with its own count.
+   * Events emitted outside a transaction, stored many per statement (at most EMIT_BATCH): measured on
+   * the embedded store, a statement cost about a millisecond of the database thread's CPU per trigger.
+   * A batch whose statement failed stored none: each of its events is stored on its own, so that one
+   * that cannot be (a duplicate id, ...) fails only its own emit.
    */
-  function storeAlone(event: NewEvent): Promise<number> {
-    return new Promise((resolve, reject) => {
-      unstored.push({ event, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) });
-      storing ??= storeUnstored();
-    });
-  }
-
-  async function storeUnstored(): Promise<void> {
-    try {
-      while (unstored.length > 0) {
-        const batch = unstored.splice(0, EMIT_BATCH);
-        try {
-          const counts = await parts.queue(db, batch.map((b) => b.event));
-          batch.forEach((b, i) => b.done(counts[i]!));
-        } catch (error) {
-          // One statement: none of the batch was stored. Each event is stored on its own, so that
-          // one that cannot be (a duplicate id, ...) fails only its own emit.
-          if (batch.length === 1) batch[0]!.done(error as Error);
-          else for (const b of batch) await parts.queue(db, [b.event]).then(([n]) => b.done(n!), (e: unknown) => b.done(e as Error));
-        }
-      }
-    } finally {
-      // Cleared in the same tick as the last emptiness check (see flush).
-      storing = undefined;
-    }
-  }
+  const emitted = createBatcher<NewEvent, number>({
+    max: EMIT_BATCH,
+    run: (events) => parts.queue(db, events),
+    async failed(events, error) {
+      if (events.length === 1) return [error];
+      const results: (number | Error)[] = [];
+      for (const event of events) results.push(await parts.queue(db, [event]).then(([n]) => n!, (e: unknown) => e as Error));
+      return results;
+    },
+  });
 
   /** Runs `fn` in one transaction and says how many first attempts the events it emitted queued. */
   async function storeTransaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<{ result: T; queued: number }> {
@@ -213,17 +195,16 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   // -- Recording outcomes: in the order the attempts ended, many per statement (D7) --------------
 
-  const unrecorded: { outcome: Outcome; done: (r: Recorded | Error) => void }[] = [];
-  let recording: Promise<void> | undefined;
-  /** Ends a flush's wait for more outcomes early: enough are waiting, or no attempt is left to end. */
+  /** Ends a batch's wait for more outcomes early: enough are waiting, or no attempt is left to end. */
   let gathered: (() => void) | undefined;
+  // Not recorded (the statement failed): the attempts stay claimed and are made again after their lease (at-least-once).
+  const outcomes = createBatcher<Outcome, Recorded>({ max: 500, run: (batch) => parts.record(batch), beforeBatch: gather });
+  const enoughGathered = () => outcomes.waiting >= RECORD_BATCH || attemptsUnderWay === 0;
 
   function record(outcome: Outcome): Promise<Recorded> {
-    return new Promise((resolve, reject) => {
-      unrecorded.push({ outcome, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) });
-      if (unrecorded.length >= RECORD_BATCH || attemptsUnderWay === 0) gathered?.();
-      recording ??= flush();
-    });
+    const recorded = outcomes.add(outcome);
+    if (enoughGathered()) gathered?.();
+    return recorded;
   }
 
   /**
@@ -232,7 +213,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
    * one outcome per statement was 60% of the server's time per delivery).
    */
   function gather(): Promise<void> {
-    if (unrecorded.length >= RECORD_BATCH || attemptsUnderWay === 0) return Promise.resolve();
+    if (enoughGathered()) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, RECORD_LINGER_MS);
       gathered = () => {
@@ -240,26 +221,6 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         resolve();
       };
     }).finally(() => (gathered = undefined));
-  }
-
-  async function flush(): Promise<void> {
-    try {
-      while (unrecorded.length > 0) {
-        await gather();
-        const batch = unrecorded.splice(0, 500);
-        try {
-          const results = await parts.record(batch.map((b) => b.outcome));
-          batch.forEach((b, i) => b.done(results[i]!));
-        } catch (error) {
-          // Not recorded: the attempts stay claimed and are made again after their lease (at-least-once).
-          batch.forEach((b) => b.done(error as Error));
-        }
-      }
-    } finally {
-      // Cleared in the same tick as the last emptiness check: an outcome queued a tick later (as a
-      // .finally() would clear it) would find a flush that has ended, and wait forever.
-      recording = undefined;
-    }
   }
 
   // -- One attempt -------------------------------------------------------------------------------
@@ -427,8 +388,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   /** Waits until nothing is under way: no run, no attempt, no outcome waiting to be recorded. */
   async function settle(): Promise<void> {
-    while (running || inFlight.size > 0 || recording) {
-      await Promise.all([running, ...inFlight, recording]);
+    while (running || inFlight.size > 0 || outcomes.draining) {
+      await Promise.all([running, ...inFlight, outcomes.draining]);
     }
   }
 
@@ -497,7 +458,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     // An event alone needs no transaction: parts.queue stores it atomically, with others emitted meanwhile.
     async emit(...args) {
       const event = newEvent(...args);
-      const queuedFor = await storeAlone(event);
+      const queuedFor = await emitted.add(event);
       await queuedSome(queuedFor);
       return { id: event.id, queuedFor };
     },
