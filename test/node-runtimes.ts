@@ -1,10 +1,9 @@
 // The Node.js releases the tests run the CLI under: the machine's own, then each other release of
 // scripts/other-nodes.json (installed by scripts/install-system-deps.sh).
 import path from "node:path";
-import { describe, it } from "vitest";
+import { describe } from "vitest";
 import { otherNodes } from "../scripts/other-nodes.mjs";
-
-const ci = !["", "0", "false"].includes(process.env.CI ?? "");
+import { requireRuntime } from "./runtimes.js";
 
 export interface NodeRuntime {
   version: string;
@@ -19,15 +18,10 @@ const runtimes = [{ version: process.versions.node, binDir: path.dirname(process
 /** `describe(name)` once per release, `body` given it; a release not installed skips with a warning, and fails under CI. */
 export function describeOnEachNode(name: string, body: (node: NodeRuntime) => void): void {
   describe.each(runtimes.map((r) => [r.version, r] as const))(`${name}, on Node.js %s`, (version, runtime) => {
-    if (runtime.missing && !ci) console.warn(`skipped: ${runtime.missing}`);
-
-    it.runIf(runtime.missing && ci)("has its runtime (CI installs every one)", () => {
-      throw new Error(runtime.missing);
-    });
-
+    const installed = requireRuntime(runtime.missing);
     // A skipped describe's body still runs to collect its tests: it gets a folder that is not there.
     const binDir = runtime.binDir ?? path.join("/nonexistent", `node-v${version}`);
-    describe.runIf(!runtime.missing)("installed", () => body({ version, binDir, exe: path.join(binDir, "node") }));
+    describe.runIf(installed)("installed", () => body({ version, binDir, exe: path.join(binDir, "node") }));
   });
 }
 

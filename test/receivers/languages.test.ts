@@ -8,8 +8,8 @@ import { formatResult } from "../../conformance/framework/report.js";
 import { certifyReceiver, receiverChecks } from "../../conformance/receiver/index.js";
 import { exampleReceivers, findRuntime, prepare, runVectors, startReceiver, type Prepared } from "../../scripts/example-receivers.js";
 import { packageRoot } from "../../src/paths.js";
+import { requireRuntime } from "../runtimes.js";
 
-const ci = !["", "0", "false"].includes(process.env.CI ?? "");
 const { vectors } = JSON.parse(readFileSync(path.join(packageRoot, "conformance/vectors/signing.json"), "utf8")) as {
   vectors: { id: string; secret: string; bodyBase64: string; header: string | null; valid: boolean; reason: string | null }[];
 };
@@ -17,11 +17,7 @@ const secret = "whsec-partner-receiver-0123456789";
 
 describe.each(exampleReceivers.map((r) => [r.id, r] as const))("example receiver %s", (id, receiver) => {
   const { exe, missing } = findRuntime(receiver);
-  if (!exe && !ci) console.warn(`skipped: ${missing}`);
-
-  it.runIf(!exe && ci)("has its runtime (CI installs every one)", () => {
-    throw new Error(missing);
-  });
+  requireRuntime(exe ? undefined : missing);
 
   describe.runIf(exe)("with its runtime", () => {
     let prepared: Prepared;
