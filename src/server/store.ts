@@ -2,11 +2,11 @@
 // default: no server needed) or by a PostgreSQL server (DATABASE_URL). Webhooks, tokens, requests,
 // leads, events and pending attempts all live here, so a restart loses nothing.
 import { execFile } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { existsSync, readdirSync, statSync } from "node:fs";
-import { cp, mkdtemp, readFile, rename, rm } from "node:fs/promises";
+import { cp, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
@@ -178,11 +178,47 @@ function bundledWorker(entry: string): Promise<string> {
   return bundled;
 }
 
+/**
+ * A temporary store's folder is named with its process's id and its host's name (hashed): a later
+ * start on the same host can tell it was abandoned. Another host's (containers sharing a temporary
+ * folder see other process ids) is never touched.
+ */
+const temporaryStorePrefix = (pid: number) => `partner-platform-db-${pid}-${createHash("sha256").update(hostname()).digest("hex").slice(0, 8)}-`;
+const TEMPORARY_STORE = /^partner-platform-db-(\d+)-([0-9a-f]{8})-/;
+
+/**
+ * Removes the temporary stores of processes that are gone: a server killed (kill -9, a crash) runs no
+ * clean-up, and each store it leaves is tens of MB. A folder whose process id is alive (or now
+ * belongs to another process) is left alone; so is one this user may not remove.
+ */
+export async function removeAbandonedStores(): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(tmpdir()).catch(() => [])) {
+    const match = TEMPORARY_STORE.exec(name);
+    const pid = Number(match?.[1]);
+    if (!match || !name.startsWith(temporaryStorePrefix(pid)) || processExists(pid)) continue;
+    const dir = path.join(tmpdir(), name);
+    if (await rm(dir, { recursive: true, force: true }).then(() => true, () => false)) removed.push(dir);
+  }
+  return removed;
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, as another user's.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close. */
 export async function openEmbedded(dataDir?: string): Promise<Db> {
   // On disk even when nothing is kept: PGlite's in-memory file system holds every file in the
   // JavaScript heap, the operating system's page cache costs the process nothing.
-  const temporary = dataDir ? undefined : await mkdtemp(path.join(tmpdir(), "partner-platform-db-"));
+  if (!dataDir) await removeAbandonedStores();
+  const temporary = dataDir ? undefined : await mkdtemp(path.join(tmpdir(), temporaryStorePrefix(process.pid)));
   const dir = dataDir ?? temporary!;
   const problem = embeddedDirProblem(dir);
   if (problem) throw new Error(problem);

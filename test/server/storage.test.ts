@@ -1,10 +1,12 @@
 // The storage interface (src/server/store.ts), one suite for both back-ends: the embedded database
 // and PostgreSQL. On PostgreSQL, two server processes share one database and claim each attempt once.
-import { mkdtemp, rm } from "node:fs/promises";
+import { once } from "node:events";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
+import { startServe } from "../../scripts/bench/lib/procs.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { startServer } from "../../src/server/index.js";
 import { migrate, nextId, openEmbedded, openPostgres, recordOwners, type Db } from "../../src/server/store.js";
@@ -166,5 +168,27 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       await b.close();
       await receiver.close();
     }
+  });
+});
+
+describe("temporary embedded stores", () => {
+  it("a server killed without --data-dir leaves its store behind, and the next start removes it (not a live server's)", async () => {
+    const storesOf = async (pid: number) => (await readdir(tmpdir())).filter((name) => name.startsWith(`partner-platform-db-${pid}-`));
+    const killed = await startServe(["--port", "0"]);
+    const live = await startServe(["--port", "0"]);
+    try {
+      const abandoned = await storesOf(killed.child.pid!);
+      expect(abandoned).toHaveLength(1);
+      killed.child.kill("SIGKILL");
+      await once(killed.child, "exit");
+      expect(await storesOf(killed.child.pid!)).toEqual(abandoned);
+      const db = await openEmbedded();
+      await db.close();
+      expect(await storesOf(killed.child.pid!)).toEqual([]);
+      expect(await storesOf(live.child.pid!)).toHaveLength(1);
+    } finally {
+      await live.stop();
+    }
+    expect(await storesOf(live.child.pid!)).toEqual([]);
   });
 });
