@@ -434,6 +434,10 @@ ALTER TABLE notifications DROP COLUMN IF EXISTS recipient;
  * the embedded store the per-outcome statements were most of a delivery's database time): within a
  * run the order does not change any counter, so their places in the recorded order (recorded_seq)
  * may come in any order among themselves, always after what precedes the run and before what follows.
+ * "state || '' = ..." (here and in claim_attempts) is the state test no partial index can answer:
+ * with "state = 'in_flight'" the planner read every in-flight row through attempts_in_flight and
+ * filtered them by id, instead of probing the primary key per id (measured on PostgreSQL with 3,000
+ * attempts: the database's CPU for recording 73–97 µs per outcome before, 40–47 after).
  */
 const RECORD_OUTCOMES = `
 CREATE OR REPLACE FUNCTION record_outcomes(
@@ -460,7 +464,7 @@ BEGIN
         UPDATE attempts t SET state = 'succeeded', status = p_status[i - 1 + array_position(run, t.id)],
             error = p_error[i - 1 + array_position(run, t.id)], finished_at = p_ended_at[i - 1 + array_position(run, t.id)],
             claimed_by = NULL, recorded_seq = nextval('outcome_order')
-          WHERE t.id = ANY(run) AND t.state = 'in_flight' AND t.claimed_by = p_owner
+          WHERE t.id = ANY(run) AND t.state || '' = 'in_flight' AND t.claimed_by = p_owner
           RETURNING t.id, t.webhook_id),
       reset AS (
         UPDATE webhooks SET consecutive_failures = 0
@@ -479,7 +483,7 @@ BEGIN
         state = CASE WHEN p_cancelled[i] THEN 'cancelled' WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END,
         status = p_status[i], error = p_error[i], finished_at = p_ended_at[i], claimed_by = NULL,
         recorded_seq = CASE WHEN p_cancelled[i] THEN NULL ELSE nextval('outcome_order') END
-      WHERE id = p_attempts[i] AND state = 'in_flight' AND claimed_by = p_owner
+      WHERE id = p_attempts[i] AND state || '' = 'in_flight' AND claimed_by = p_owner
       RETURNING * INTO a;
     IF NOT FOUND THEN
       ended := 'stale';
@@ -568,9 +572,10 @@ BEGIN
     ORDER BY a.due_at LIMIT p_limit),
   -- Only the candidates taken are locked, and those still pending (another server may have claimed
   -- them since): locking inside the per-webhook probe locked every webhook's share, 32,000 rows a
-  -- claim for 1,000 webhooks with a backlog, to take 256.
+  -- claim for 1,000 webhooks with a backlog, to take 256. state || '': by primary key, not by reading
+  -- every pending attempt through attempts_pending_by_webhook (the whole backlog, for each claim).
   due AS (
-    SELECT id, 1 AS k, due_at FROM attempts WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'pending'
+    SELECT id, 1 AS k, due_at FROM attempts WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state || '' = 'pending'
     FOR UPDATE SKIP LOCKED),
   claimed AS (
     -- = ANY(ARRAY(...)): a probe of the primary key per claimed id, whatever the planner's statistics

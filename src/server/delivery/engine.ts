@@ -50,10 +50,15 @@ export interface DeliveryEngine {
   stop(): Promise<void>;
 }
 
-/** Outcomes recorded per statement before the next batch is taken without waiting (D7: in the order the attempts ended). */
-const RECORD_BATCH = 32;
-/** Real ms a batch of outcomes waits for more to end before it is recorded. */
-const RECORD_LINGER_MS = 10;
+/**
+ * Outcomes recorded per statement before the next batch is taken without waiting (D7: in the order
+ * the attempts ended), and real ms a batch waits for more to end before it is recorded. Measured on
+ * PostgreSQL (3,000 outcomes, store alone): 32 a statement cost the server 23-27 µs and the database
+ * 33-43 µs of CPU per outcome, 128 a statement 10 and 27; at ~3,000 deliveries/s a 10 ms wait
+ * gathered ~30, so it is 30 ms (an outcome is recorded later, its attempt's place is freed as before).
+ */
+const RECORD_BATCH = 128;
+const RECORD_LINGER_MS = 30;
 /** Events emitted alone stored per statement at most. */
 const EMIT_BATCH = 256;
 /** Real ms at least between two passes of the loop (real and scaled clocks), so that new events share one. */
