@@ -7,13 +7,16 @@
 //                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs;
 //   end to end:  N Control API triggers (32 in flight) on a real clock until the receiver has all N,
 //                against N bare node:https POSTs.
+// Beside each arm: the whole machine's CPU per delivery (every process: receiver, load generator,
+// PostgreSQL, anything else running) and how busy its cores were, which says whether the arm was
+// limited by the machine's CPU or by something else.
 // BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,e2e) change the run.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { postgresBinDir, startTestPostgres, type TestPostgres } from "../postgres.js";
 import type { Bench, BenchResult } from "../bench.js";
-import { cpuMicros, range, startServe, startWorker, watchRss, type Worker } from "./lib/procs.js";
+import { cpuMicros, machineCpuMicros, range, startServe, startWorker, watchRss, type Worker } from "./lib/procs.js";
 
 const N = Number(process.env.BENCH_N ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
@@ -25,20 +28,27 @@ interface Round {
   rate: number;
   cpuUs: number;
   peakMb: number;
+  /** The whole machine's CPU per delivery, and the share of its cores that was busy. */
+  machineCpuUs: number;
+  machineBusy: number;
 }
 
 /** Runs `work` (which makes `n` deliveries) while measuring the CPU and peak RSS of process `pid`. */
 async function measured(pid: number, n: number, work: () => Promise<number>): Promise<Round> {
   const rss = watchRss(pid);
   const cpu = cpuMicros(pid);
+  const machine = machineCpuMicros();
   const ms = await work();
-  return { rate: n / (ms / 1000), cpuUs: (cpuMicros(pid) - cpu) / n, peakMb: rss.stop() };
+  const after = machineCpuMicros();
+  const busy = after.busy - machine.busy;
+  return { rate: n / (ms / 1000), cpuUs: (cpuMicros(pid) - cpu) / n, peakMb: rss.stop(), machineCpuUs: busy / n, machineBusy: busy / (after.total - machine.total) };
 }
 
 function report(name: string, engine: Round[], bare: Round[], bareName: string): BenchResult {
   const ratios = engine.map((e, i) => e.rate / bare[i]!.rate);
   const f = (rounds: Round[]) =>
-    `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/delivery, peak RSS ${Math.round(Math.max(...rounds.map((r) => r.peakMb)))} MB`;
+    `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/delivery, peak RSS ${Math.round(Math.max(...rounds.map((r) => r.peakMb)))} MB, ` +
+    `machine ${range(rounds.map((r) => r.machineCpuUs))} µs CPU/delivery with its cores ${range(rounds.map((r) => 100 * r.machineBusy))}% busy`;
   return {
     name,
     value: `${range(ratios, 2)}x ${bareName} over ${ratios.length} rounds — serve: ${f(engine)}; bare: ${f(bare)}`,

@@ -16,6 +16,14 @@ export function cpuMicros(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
 }
 
+/** CPU time used by the whole machine so far (every process, every core), and the time its cores were there for, in microseconds. */
+export function machineCpuMicros(): { busy: number; total: number } {
+  // The first line of /proc/stat: user nice system idle iowait irq softirq steal, in ticks summed over cores.
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1, 9).map(Number) as number[];
+  const busy = user! + nice! + system! + irq! + softirq! + steal!;
+  return { busy: (busy * 1e6) / TICKS_PER_SECOND, total: ((busy + idle! + iowait!) * 1e6) / TICKS_PER_SECOND };
+}
+
 /** Resident memory now, in MB. */
 export function rssMb(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
