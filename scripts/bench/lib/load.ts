@@ -47,6 +47,11 @@ serveCalls({
     }
     return ids;
   },
+  /** Sends the triggers to `server` (one that needs no webhook registered: the relay). */
+  use({ server }: { server: string }) {
+    base = server;
+    return true;
+  },
   /** Triggers `n` review.created events with `concurrency` in flight; returns the real ms it took. */
   trigger({ n, concurrency, businessID }: { n: number; concurrency: number; businessID: string }) {
     return timedInParallel(n, concurrency, () => call("POST", "/conformance/events", { event: "review.created", businessID }));
