@@ -47,7 +47,7 @@ async function measured(pid: number, n: number, work: () => Promise<number>): Pr
   return { rate: n / (ms / 1000), cpuUs: (cpuMicros(pid) - cpu) / n, peakMb: rss.stop(), machineCpuUs: busy / n, machineBusy: busy / (after.total - machine.total) };
 }
 
-function report(name: string, engine: Round[], bare: Round[], bareName: string, engineName = "serve", target: string | undefined = "≥ 0.5x"): BenchResult {
+function report(name: string, engine: Round[], bare: Round[], bareName: string, engineName = "serve", target: string | null = "≥ 0.5x"): BenchResult {
   const ratios = engine.map((e, i) => e.rate / bare[i]!.rate);
   const f = (rounds: Round[]) =>
     `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/delivery, peak RSS ${Math.round(Math.max(...rounds.map((r) => r.peakMb)))} MB, ` +
@@ -98,7 +98,7 @@ const bench: Bench = async () => {
           });
           if (round > 0) [bareRounds, relayRounds].forEach((list, i) => list.push(i ? r : b));
         }
-        results.push(report(`end to end's ceiling: ${N} Control API triggers → a relay that stores nothing → receiver, ${CONNECTIONS} in flight`, relayRounds, bareRounds, "bare node:https POST loop", "relay", undefined));
+        results.push(report(`end to end's ceiling: ${N} Control API triggers → a relay that stores nothing → receiver, ${CONNECTIONS} in flight`, relayRounds, bareRounds, "bare node:https POST loop", "relay", null));
       } finally {
         load.kill();
         relay.kill();
