@@ -1,30 +1,78 @@
 // A hanging receiver does not delay deliveries to others (real time: no clock tricks).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestCa } from "../../conformance/harness/pki.js";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startServer, type RunningServer } from "../../src/server/index.js";
 import { register } from "./helpers.js";
 
+const review = (i: number) => ({ reviewID: String(i), businessID: "4711", rating: 5, reviewer: { name: "A" }, createdAt: "2026-11-22T14:00:00Z" });
+
 describe("delivery concurrency", () => {
   let receiver: Receiver;
+  /** Receivers of their own: each is another origin (host:port), outside the others' connection shares (D40). */
+  let elsewhere: Receiver[];
   let server: RunningServer;
   beforeAll(async () => {
-    receiver = await startReceiver();
+    const ca = await createTestCa();
+    receiver = await startReceiver({ ca });
+    elsewhere = await Promise.all(Array.from({ length: 5 }, () => startReceiver({ ca })));
     server = await startServer({ clock: { mode: "real" }, conformance: true, allowPrivateWebhooks: true, webhookCa: receiver.pki.caCert, log: () => undefined });
   });
   afterAll(async () => {
     await server.close();
-    await receiver.close();
+    await Promise.all([receiver, ...elsewhere].map((r) => r.close()));
   });
 
   it("delivers to a healthy webhook while another one hangs", async () => {
     for (const endpoint of ["hangs", "healthy"]) await register(server, receiver.url(endpoint), ["review.created"]);
     receiver.script("hangs", [answers.hang]);
-    await server.engine.emit("review.created", "4711", { reviewID: "1", businessID: "4711", rating: 5, reviewer: { name: "A" }, createdAt: "2026-11-22T14:00:00Z" });
+    await server.engine.emit("review.created", "4711", review(1));
     await receiver.waitFor((d) => d.some((x) => x.endpoint === "hangs"), 5000, "the hanging attempt");
     // Another event while the first attempt still hangs: the attempt timeout (10 s) is twice the time
     // allowed below, so a blocked engine cannot pass.
-    await server.engine.emit("review.created", "4711", { reviewID: "2", businessID: "4711", rating: 4, reviewer: { name: "B" }, createdAt: "2026-11-22T14:00:01Z" });
+    await server.engine.emit("review.created", "4711", review(2));
     await receiver.waitFor((d) => d.filter((x) => x.endpoint === "healthy").length === 2, 5000, "both deliveries to the healthy webhook");
     expect(receiver.at("healthy")).toHaveLength(2);
+  });
+
+  it("delivers new events to others while a webhook hangs with more due than it may claim", async () => {
+    // 100 due: more than the hanging webhook may hold claimed (D40), so the run that claimed them
+    // waits for it to take more; events that come meanwhile are claimed by that run.
+    elsewhere[4]!.script("stuck", [], answers.hang);
+    await register(server, elsewhere[4]!.url("stuck"), ["payment.received"], "4711");
+    await server.engine.transaction(async (_tx, emit) => {
+      for (let i = 0; i < 100; i++) await emit("payment.received", "4711", { paymentID: `p-${i}` });
+    });
+    await elsewhere[4]!.waitFor((d) => d.filter((x) => x.endpoint === "stuck").length === 16, 5000, "16 attempts to the stuck webhook");
+    await register(server, receiver.url("beside-stuck"), ["lead.created"]);
+    for (let i = 0; i < 5; i++) await server.engine.emit("lead.created", "4711", { leadID: `l-${i}` });
+    // Within the hanging attempts' 10 s timeout.
+    await receiver.waitFor((d) => d.filter((x) => x.endpoint === "beside-stuck").length === 5, 5000, "5 deliveries beside the stuck webhook");
+  });
+
+  it("keeps claims for a new webhook while webhooks on four other hosts hang with a backlog (D44)", async () => {
+    // Each hanging webhook has far more due than it can make at once; before D44 they claimed 64 each,
+    // the server's whole 256, and a webhook whose events came next waited for their attempt timeouts.
+    for (const [i, r] of elsewhere.slice(0, 4).entries()) {
+      r.script(`backlog-${i}`, [], answers.hang);
+      await register(server, r.url(`backlog-${i}`), ["booking.cancelled"], "4711");
+    }
+    const booking = { bookingID: "b-1", businessID: "4711", cancelledBy: "customer", cancelledAt: "2026-11-22T14:00:00Z" };
+    // Queued together, so that the first claims find each backlog whole.
+    await server.engine.transaction(async (_tx, emit) => {
+      for (let i = 0; i < 100; i++) await emit("booking.cancelled", "4711", { ...booking, bookingID: `b-${i}` });
+    });
+    // Every hanging webhook makes its share (16 alone at its host) at once; the claims beyond it wait.
+    for (const [i, r] of elsewhere.slice(0, 4).entries()) await r.waitFor((d) => d.filter((x) => x.endpoint === `backlog-${i}`).length === 16, 5000, `16 attempts to backlog-${i}`);
+    await register(server, receiver.url("newcomer"), ["review.created"]);
+    for (let i = 0; i < 20; i++) await server.engine.emit("review.created", "4711", review(100 + i));
+    // Well within the hanging attempts' 10 s timeout: claims for the newcomer did not wait for them.
+    await receiver.waitFor((d) => d.filter((x) => x.endpoint === "newcomer").length === 20, 5000, "20 deliveries to the newcomer").catch(async (e) => {
+      const { rows } = await server.db.query("SELECT w.url, a.state, count(*)::int AS n FROM attempts a JOIN webhooks w ON w.id = a.webhook_id GROUP BY 1, 2 ORDER BY 1, 2");
+      console.log(JSON.stringify(rows), receiver.at("newcomer").length);
+      throw e;
+    });
+    const { rows } = await server.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE state = 'in_flight'");
+    expect(rows[0]!.n).toBeLessThan(256);
   });
 });

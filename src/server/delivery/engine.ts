@@ -63,6 +63,8 @@ const RECORD_LINGER_MS = 30;
 const EMIT_BATCH = 256;
 /** Real ms at least between two passes of the loop (real and scaled clocks), so that new events share one. */
 const PASS_GAP_MS = 5;
+/** Real ms at most between a waiting run's looks at what a pass does besides claiming (real and scaled clocks). */
+const RUN_LOOK_MS = 1000;
 
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules, parts } = options;
@@ -90,12 +92,20 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     if (waiting) waiting();
     else kickedMeanwhile = true;
   };
-  const kicked = (): Promise<void> => {
+  /** Resolves on the next kick (or one that came meanwhile), or after `timeoutMs` real ms. */
+  const kicked = (timeoutMs = Infinity): Promise<void> => {
     if (kickedMeanwhile) {
       kickedMeanwhile = false;
       return Promise.resolve();
     }
-    return new Promise<void>((resolve) => (waiting = resolve)).finally(() => (waiting = undefined));
+    let timeout: NodeJS.Timeout | undefined;
+    return new Promise<void>((resolve) => {
+      waiting = resolve;
+      if (timeoutMs !== Infinity) timeout = setTimeout(resolve, timeoutMs);
+    }).finally(() => {
+      waiting = undefined;
+      clearTimeout(timeout);
+    });
   };
   /**
    * Attempts are made as their webhook's share of its origin's connections admits them (D40, share.ts).
@@ -110,18 +120,29 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const mailFailuresLogged = new Set<string>();
   const originOf = memoized((url: string) => new URL(url).origin);
   /**
-   * A webhook with more than twice its share claimed already (D40): claims leave it out until it can
-   * take more. Asking marks it, so that the end of one of its attempts kicks a claim once it can.
+   * The server's places in flight are shared by the webhooks holding claims as an origin's connections
+   * are (D44): with n of them each holds at most floor(maxInFlight / (n + 1)), and a claim leaves
+   * floor(maxInFlight / (n + 2)) places free, so webhooks that hang on different hosts never hold them
+   * all and the next webhook is claimed for at once. A claim takes at most half a webhook's places.
+   */
+  const placesEach = (n: number) => Math.max(1, Math.floor(maxInFlight / (n + 1)));
+  const placesKeptFree = (n: number) => Math.floor(maxInFlight / (n + 2));
+  const claimPerWebhookNow = () => Math.min(claimPerWebhook, Math.ceil(placesEach(webhooks.size) / 2));
+  /**
+   * A webhook with more than twice its share claimed already (D40), or whose places (D44) the next
+   * claim could overfill: claims leave it out until it can take more. Asking marks it, so that the end
+   * of one of its attempts kicks a claim once it can.
    */
   const isBusy = (webhookId: string) => {
     const own = webhooks.get(webhookId);
-    return own !== undefined && (own.busy = own.claimed > claimBound(webhookId));
+    if (own === undefined) return false;
+    return (own.busy = own.claimed > claimBound(webhookId) || own.claimed + claimPerWebhookNow() > placesEach(webhooks.size));
   };
   /** The webhooks a claim took a full share of: they may have more due. */
-  const fullShares = (claimed: ClaimedAttempt[]) => {
+  const fullShares = (claimed: ClaimedAttempt[], perWebhook: number) => {
     const counts = new Map<string, number>();
     for (const a of claimed) counts.set(a.webhookId, (counts.get(a.webhookId) ?? 0) + 1);
-    return [...counts].filter(([, n]) => n >= claimPerWebhook).map(([id]) => id);
+    return [...counts].filter(([, n]) => n >= perWebhook).map(([id]) => id);
   };
 
   // -- Events ------------------------------------------------------------------------------------
@@ -243,11 +264,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, base));
     } finally {
       if (--own.claimed === 0) webhooks.delete(a.webhookId);
-      // Left out of claims while it had more than twice its share claimed: claimed for again now.
-      if (own.busy && own.claimed <= claimBound(a.webhookId)) {
-        own.busy = false;
-        kick();
-      }
+      // Left out of claims while it had enough claimed: claimed for again now.
+      if (own.busy && !isBusy(a.webhookId)) kick();
     }
   }
 
@@ -350,32 +368,56 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
    */
   async function runDueOnce(waitForAttempts: boolean): Promise<void> {
     if (stopped) return;
-    const now = clock.now();
-    await expireLeads(now);
+    await expireLeads(clock.now());
+    let lookedAround = Date.now();
+    /**
+     * Waits for a kick. A run waits as long as a webhook with more due has enough claimed, which is
+     * as long as its receiver hangs when it has a backlog: on real and scaled clocks the run claims what
+     * fell due meanwhile (new events, retries: each claim is for its own now) and, every RUN_LOOK_MS,
+     * does what a new pass would (claims handed back by servers that died, leads that expired).
+     */
+    const waitInRun = async () => {
+      if (clock.mode === "virtual") return kicked();
+      // Work due by now waits for the kick of room or of a webhook that can take more.
+      await kicked(wanted > clock.now() ? Math.min(RUN_LOOK_MS, passDelay(wanted)) : RUN_LOOK_MS);
+      if (Date.now() - lookedAround < RUN_LOOK_MS) return;
+      lookedAround = Date.now();
+      await handBackOrphans();
+      await expireLeads(clock.now());
+    };
     const started: Promise<void>[] = [];
     for (;;) {
       if (stopped) break;
       if (maxInFlight - attemptsUnderWay < claimBatch) {
         // Claims come in batches (a claim per ended attempt would cost a statement each): wait for room.
-        await kicked();
+        await waitInRun();
         continue;
       }
+      const now = clock.now();
+      // Claimed by this claim, if due: the pass asked for need not come.
+      if (wanted <= now) wanted = Infinity;
       // Webhooks with their share claimed already are left for a later claim.
       kickedMeanwhile = false;
       const busy = [...webhooks.keys()].filter(isBusy);
-      const limit = maxInFlight - attemptsUnderWay;
-      const due = await parts.claim(now, limit, { busy, perWebhook: claimPerWebhook });
+      const perWebhook = claimPerWebhookNow();
+      const limit = maxInFlight - attemptsUnderWay - placesKeptFree(webhooks.size);
+      if (limit < 1) {
+        // Held by webhooks claimed for while fewer held claims (D44): wait for one of their attempts to end.
+        await waitInRun();
+        continue;
+      }
+      const due = await parts.claim(now, limit, { busy, perWebhook });
       const runs = due.map((a) => track(run(a), `attempt ${a.id}`));
       // Kept only to be waited for: a run in the background may claim a whole backlog.
       if (waitForAttempts) started.push(...runs);
       // A claim short of its limit took every due attempt but those of the busy webhooks and of the
       // webhooks it took a full share of: claiming again before one of them can take more would be a
       // statement for nothing.
-      const mayHaveMore = [...busy, ...fullShares(due)];
+      const mayHaveMore = [...busy, ...fullShares(due, perWebhook)];
       if (due.length === limit || mayHaveMore.some((id) => !isBusy(id))) continue;
       if (mayHaveMore.length === 0) break;
       // Only busy webhooks may have more due: claim again when one of them can take more.
-      await kicked();
+      await waitInRun();
     }
     // E-mails not sent by an earlier run (SMTP was down) are tried again on each run.
     started.push(track(sendPendingNotifications(), "e-mails"));
@@ -414,8 +456,9 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   function wake(at = clock.now()): void {
     if (stopped || clock.mode === "virtual") return;
     if (looping) {
+      // Due now, or before the time a waiting run wakes at: it claims, or waits until then.
+      if (at <= clock.now() || at < wanted) kick();
       wanted = Math.min(wanted, at);
-      if (at <= clock.now()) kick();
       return;
     }
     if (at >= timerAt) return;
@@ -433,6 +476,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return Math.max(PASS_GAP_MS, clock.realDelayUntil(at));
   }
 
+  /** Another server on the database may have died: its claims are handed back as soon as seen (D41), checked every 5 s. */
+  async function handBackOrphans(): Promise<void> {
+    if (Date.now() - orphansCheckedAt <= 5000) return;
+    orphansCheckedAt = Date.now();
+    const handedBack = await db.handBackOrphans(options.owner);
+    if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
+  }
+
   async function loop(): Promise<void> {
     if (stopped) return;
     looping = true;
@@ -441,12 +492,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     // Re-check at least every second of real time, in case another process queued work.
     let next = clock.now() + 1000 / clock.scale;
     try {
-      // Another server on the database may have died: its claims are handed back as soon as seen.
-      if (Date.now() - orphansCheckedAt > 5000) {
-        orphansCheckedAt = Date.now();
-        const handedBack = await db.handBackOrphans(options.owner);
-        if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
-      }
+      await handBackOrphans();
       await runDue(false);
       next = Math.min(next, (await nextDueAt()) ?? Infinity);
     } catch (error) {
