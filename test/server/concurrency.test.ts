@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestCa } from "../../conformance/harness/pki.js";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startServer, type RunningServer } from "../../src/server/index.js";
-import { register } from "./helpers.js";
+import { api, register } from "./helpers.js";
 
 const review = (i: number) => ({ reviewID: String(i), businessID: "4711", rating: 5, reviewer: { name: "A" }, createdAt: "2026-11-22T14:00:00Z" });
 
@@ -74,5 +74,43 @@ describe("delivery concurrency", () => {
     });
     const { rows } = await server.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE state = 'in_flight'");
     expect(rows[0]!.n).toBeLessThan(256);
+  });
+
+  it("expires leads while a run waits for a webhook with a backlog (scaled clock, D44)", async () => {
+    const scale = 0.001;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const sent: { url: string; event: string }[] = [];
+    const scaled = await startServer({
+      clock: { mode: "scaled", scale },
+      conformance: true,
+      allowPrivateWebhooks: true,
+      log: () => undefined,
+      parts: () => ({
+        // The stuck webhook's receiver never answers (past any timeout), until the test ends.
+        async send(url, body) {
+          sent.push({ url, event: (JSON.parse(body.toString()) as { event: string }).event });
+          if (url.endsWith("/stuck")) await released;
+          return { status: 204, timedOut: false };
+        },
+      }),
+    });
+    try {
+      await register(scaled, "https://127.0.0.1:9/leads", ["lead.expired"]);
+      const customer = { name: "Jane Doe", email: "jane@example.com", phone: "+12125550143" };
+      expect((await api(scaled).POST("/api/v4/requests", { body: { categoryID: "1000123", zipCode: "10001", customer } })).response.status).toBe(201);
+      await register(scaled, "https://127.0.0.1:10/stuck", ["payment.received"]);
+      await scaled.engine.transaction(async (_tx, emit) => {
+        for (let i = 0; i < 100; i++) await emit("payment.received", "4711", { paymentID: `p-${i}` });
+      });
+      await expect.poll(() => sent.filter((s) => s.url.endsWith("/stuck")).length, { timeout: 5_000 }).toBe(16);
+      // Its lead falls due in 1 s of real time rather than 7 days of the clock's (D19).
+      await scaled.db.query("UPDATE leads SET expires_at = $1", [scaled.clock.now() + 1_000 / scale]);
+      // The run that claimed the backlog waits for the stuck webhook: it expires the lead when due.
+      await expect.poll(() => sent.filter((s) => s.event === "lead.expired").length, { timeout: 10_000 }).toBe(1);
+    } finally {
+      release();
+      await scaled.close();
+    }
   });
 });
