@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestCa } from "../../conformance/harness/pki.js";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
-import { startServer, type RunningServer } from "../../src/server/index.js";
+import { startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
 import { api, register } from "./helpers.js";
 
 const review = (i: number) => ({ reviewID: String(i), businessID: "4711", rating: 5, reviewer: { name: "A" }, createdAt: "2026-11-22T14:00:00Z" });
@@ -67,50 +67,80 @@ describe("delivery concurrency", () => {
     await register(server, receiver.url("newcomer"), ["review.created"]);
     for (let i = 0; i < 20; i++) await server.engine.emit("review.created", "4711", review(100 + i));
     // Well within the hanging attempts' 10 s timeout: claims for the newcomer did not wait for them.
-    await receiver.waitFor((d) => d.filter((x) => x.endpoint === "newcomer").length === 20, 5000, "20 deliveries to the newcomer").catch(async (e) => {
-      const { rows } = await server.db.query("SELECT w.url, a.state, count(*)::int AS n FROM attempts a JOIN webhooks w ON w.id = a.webhook_id GROUP BY 1, 2 ORDER BY 1, 2");
-      console.log(JSON.stringify(rows), receiver.at("newcomer").length);
-      throw e;
-    });
+    await receiver.waitFor((d) => d.filter((x) => x.endpoint === "newcomer").length === 20, 5000, "20 deliveries to the newcomer");
     const { rows } = await server.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE state = 'in_flight'");
     expect(rows[0]!.n).toBeLessThan(256);
   });
 
-  it("expires leads while a run waits for a webhook with a backlog (scaled clock, D44)", async () => {
-    const scale = 0.001;
+  /**
+   * A server whose webhook at /stuck never answers (past any timeout) until `release`, with 100
+   * attempts due to it: the run that claimed them waits for it. Every delivery's URL and event name is
+   * in `sent`. `before` runs once the server is up, before the backlog is queued.
+   */
+  async function withStuckBacklog(clock: ServerOptions["clock"], before: (server: RunningServer) => Promise<void>) {
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    const sent: { url: string; event: string }[] = [];
-    const scaled = await startServer({
-      clock: { mode: "scaled", scale },
+    const sent: { url: string; event?: string }[] = [];
+    const stuck = await startServer({
+      clock,
       conformance: true,
       allowPrivateWebhooks: true,
       log: () => undefined,
       parts: () => ({
-        // The stuck webhook's receiver never answers (past any timeout), until the test ends.
         async send(url, body) {
-          sent.push({ url, event: (JSON.parse(body.toString()) as { event: string }).event });
+          sent.push({ url, event: (JSON.parse(body.toString()) as { event?: string }).event });
           if (url.endsWith("/stuck")) await released;
           return { status: 204, timedOut: false };
         },
       }),
     });
-    try {
-      await register(scaled, "https://127.0.0.1:9/leads", ["lead.expired"]);
+    await before(stuck);
+    await register(stuck, "https://127.0.0.1:10/stuck", ["payment.received"]);
+    await stuck.engine.transaction(async (_tx, emit) => {
+      for (let i = 0; i < 100; i++) await emit("payment.received", "4711", { paymentID: `p-${i}` });
+    });
+    await expect.poll(() => sent.filter((s) => s.url.endsWith("/stuck")).length, { timeout: 5_000 }).toBe(16);
+    return {
+      server: stuck,
+      sentTo: (path: string) => sent.filter((s) => s.url.endsWith(path)),
+      async close() {
+        release();
+        await stuck.close();
+      },
+    };
+  }
+
+  it("expires leads while a run waits for a webhook with a backlog (scaled clock, D44)", async () => {
+    const scale = 0.001;
+    const stuck = await withStuckBacklog({ mode: "scaled", scale }, async (server) => {
+      await register(server, "https://127.0.0.1:9/leads", ["lead.expired"]);
       const customer = { name: "Jane Doe", email: "jane@example.com", phone: "+12125550143" };
-      expect((await api(scaled).POST("/api/v4/requests", { body: { categoryID: "1000123", zipCode: "10001", customer } })).response.status).toBe(201);
-      await register(scaled, "https://127.0.0.1:10/stuck", ["payment.received"]);
-      await scaled.engine.transaction(async (_tx, emit) => {
-        for (let i = 0; i < 100; i++) await emit("payment.received", "4711", { paymentID: `p-${i}` });
-      });
-      await expect.poll(() => sent.filter((s) => s.url.endsWith("/stuck")).length, { timeout: 5_000 }).toBe(16);
-      // Its lead falls due in 1 s of real time rather than 7 days of the clock's (D19).
-      await scaled.db.query("UPDATE leads SET expires_at = $1", [scaled.clock.now() + 1_000 / scale]);
-      // The run that claimed the backlog waits for the stuck webhook: it expires the lead when due.
-      await expect.poll(() => sent.filter((s) => s.event === "lead.expired").length, { timeout: 10_000 }).toBe(1);
+      expect((await api(server).POST("/api/v4/requests", { body: { categoryID: "1000123", zipCode: "10001", customer } })).response.status).toBe(201);
+    });
+    try {
+      // The lead falls due in 1 s of real time rather than 7 days of the clock's (D19).
+      await stuck.server.db.query("UPDATE leads SET expires_at = $1", [stuck.server.clock.now() + 1_000 / scale]);
+      await expect.poll(() => stuck.sentTo("/leads").map((s) => s.event), { timeout: 10_000 }).toEqual(["lead.expired"]);
     } finally {
-      release();
-      await scaled.close();
+      await stuck.close();
+    }
+  });
+
+  it("hands back a dead server's claims while a run waits for a webhook with a backlog (D41, D44)", async () => {
+    const stuck = await withStuckBacklog({ mode: "real" }, async () => undefined);
+    try {
+      // An attempt claimed by a server that has died since: its claim is young, only the hand-back frees it.
+      const { server } = stuck;
+      const webhookId = await register(server, "https://127.0.0.1:9/handed-back", ["review.created"]);
+      await server.db.query("INSERT INTO events (id, name, business_id, body, created_at) VALUES ('evt_handedback01', 'review.created', '4711', '{}', $1)", [Date.now()]);
+      await server.db.query(
+        "INSERT INTO attempts (event_id, webhook_id, attempt, due_at, state, claimed_by, claimed_at) VALUES ('evt_handedback01', $1, 1, $2, 'in_flight', 'a-server-that-died', $3)",
+        [webhookId, server.clock.now(), Date.now()],
+      );
+      // Checked every 5 s (D41), also by a run that waits.
+      await expect.poll(() => stuck.sentTo("/handed-back").length, { timeout: 10_000 }).toBe(1);
+    } finally {
+      await stuck.close();
     }
   });
 });
