@@ -380,7 +380,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       if (clock.mode === "virtual") return kicked();
       // Work due by now waits for the kick of room or of a webhook that can take more.
       await kicked(wanted > clock.now() ? Math.min(RUN_LOOK_MS, passDelay(wanted)) : RUN_LOOK_MS);
-      if (Date.now() - lookedAround < RUN_LOOK_MS) return;
+      if (stopped || Date.now() - lookedAround < RUN_LOOK_MS) return;
       lookedAround = Date.now();
       await handBackOrphans();
       await expireLeads(clock.now());
