@@ -311,13 +311,19 @@ export async function openPostgres(connectionString: string): Promise<Db> {
     },
     async handBackOrphans(owner) {
       const { rows } = await pool.query<{ n: number }>(
-        `WITH back AS (
-           UPDATE attempts SET state = 'pending', claimed_by = NULL
+        // SKIP LOCKED: another server handing back (or claiming) the same orphans at once takes the rows
+        // it locked; waiting for them instead deadlocked two hand-backs that locked them in other orders.
+        `WITH orphans AS (
+           SELECT id FROM attempts
            WHERE state = 'in_flight' AND claimed_by LIKE 'pg-%' AND claimed_by <> $1 AND NOT EXISTS (
              SELECT 1 FROM pg_locks l
              WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $2 AND l.objsubid = 2
                AND l.objid = substring(claimed_by FROM 4)::bigint::oid
                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+           FOR UPDATE SKIP LOCKED),
+         back AS (
+           UPDATE attempts SET state = 'pending', claimed_by = NULL
+           WHERE id = ANY(ARRAY(SELECT id FROM orphans)) AND state = 'in_flight'
            RETURNING 1)
          SELECT count(*)::int AS n FROM back`,
         [owner, LIVENESS_LOCKS],
