@@ -58,6 +58,8 @@ export interface ServerOptions {
   maxInFlight?: number;
   /** At most this many attempts to one webhook at once: its share while alone at its origin (default 16, below the 32 connections per origin; with n webhooks there, floor(32 / (n + 1)) each: D40). */
   maxInFlightPerWebhook?: number;
+  /** Real ms at most between a waiting delivery run's looks for work nobody told it of (D44; default 1000). */
+  lookAroundMs?: number;
   /** Messages of the delivery loop; default: the server's log (JSON lines). */
   log?: (message: string) => void;
   /** Level of the server's log (pino: fatal, error, warn, info, debug, trace, silent); default "silent" from code, `serve --log-level` info. */
@@ -179,6 +181,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxInFlight: options.maxInFlight,
     connectionsPerOrigin,
     maxInFlightPerWebhook,
+    lookAroundMs: options.lookAroundMs,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     log,
     outcomeLog: (o) => (o.ok ? deliveryLogger.info({ delivery: o }, "delivery attempt succeeded") : deliveryLogger.warn({ delivery: o }, `delivery attempt ${o.recorded}`)),

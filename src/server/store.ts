@@ -380,6 +380,10 @@ CREATE TABLE IF NOT EXISTS leads (
   created_at bigint NOT NULL,
   expires_at bigint NOT NULL
 );
+-- The open leads by when they expire (D19): each pass of the delivery loop asks which are due and
+-- when the next one is. Without it each pass read every lead: with 100k leads on the embedded store,
+-- 17 and 46 ms of its thread per pass, against 1 and 4 ms.
+CREATE INDEX IF NOT EXISTS leads_open_expiry ON leads (expires_at) WHERE status IN ('new', 'responded');
 CREATE TABLE IF NOT EXISTS events (
   id text PRIMARY KEY,
   name text NOT NULL,

@@ -3,6 +3,7 @@ import type { EventName } from "@partner-platform/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestCa } from "../../conformance/harness/pki.js";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
+import type { DeliveryParts } from "../../src/server/delivery/index.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
 import { api, register } from "./helpers.js";
 
@@ -17,25 +18,34 @@ async function queueTogether(server: RunningServer, name: EventName, count: numb
 
 /**
  * A server whose webhook at /stuck never answers (past any timeout) until `release`, with 100
- * attempts due to it: the run that claimed them waits for it. `sentTo(path)` lists the deliveries to
+ * attempts due to it: the run that claimed them waits for it. A webhook at /fails-once answers each
+ * event's first attempt with a 500, every other one 204s. `sentTo(path)` lists the deliveries to
  * the webhooks whose URL ends in `path`. `before` runs once the server is up, before the backlog is queued.
  */
-async function withStuckBacklog(clock: ServerOptions["clock"], before: (server: RunningServer) => Promise<unknown>) {
+async function withStuckBacklog(
+  clock: ServerOptions["clock"],
+  before: (server: RunningServer) => Promise<unknown>,
+  more: { lookAroundMs?: number; retryAt?: DeliveryParts["retryAt"] } = {},
+) {
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
-  const sent: { url: string; event?: string }[] = [];
+  const sent: { url: string; id?: string; event?: string }[] = [];
   const sentTo = (path: string) => sent.filter((s) => s.url.endsWith(path));
   const stuck = await startServer({
     clock,
     conformance: true,
     allowPrivateWebhooks: true,
     log: () => undefined,
+    lookAroundMs: more.lookAroundMs,
     parts: () => ({
       async send(url, body) {
-        sent.push({ url, event: (JSON.parse(body.toString()) as { event?: string }).event });
+        const { id, event } = JSON.parse(body.toString()) as { id?: string; event?: string };
+        const first = !sent.some((s) => s.url === url && s.id === id);
+        sent.push({ url, id, event });
         if (url.endsWith("/stuck")) await released;
-        return { status: 204, timedOut: false };
+        return { status: url.endsWith("/fails-once") && first ? 500 : 204, timedOut: false };
       },
+      ...(more.retryAt ? { retryAt: more.retryAt } : {}),
     }),
   });
   await before(stuck);
@@ -122,6 +132,25 @@ describe("delivery concurrency", () => {
       // The lead falls due in 1 s of real time rather than 7 days of the clock's (D19).
       await stuck.server.db.query("UPDATE leads SET expires_at = $1", [stuck.server.clock.now() + 1_000 / scale]);
       await expect.poll(() => stuck.sentTo("/leads").map((s) => s.event), { timeout: 10_000 }).toEqual(["lead.expired"]);
+    } finally {
+      await stuck.close();
+    }
+  });
+
+  it("makes each retry at its time while a run waits for a webhook with a backlog (D44)", async () => {
+    // Two retries asked for while the run waits: it wakes for the earlier, and the later, not kept
+    // meanwhile, is looked up once the earlier is claimed. The run looks around once a minute here,
+    // so a retry left to that look would come a minute late.
+    const waitsMs = [300, 1_500];
+    let failures = 0;
+    const stuck = await withStuckBacklog({ mode: "real" }, (server) => register(server, "https://127.0.0.1:9/fails-once", ["review.created"]), {
+      lookAroundMs: 60_000,
+      retryAt: (failure) => failure.endedAt + waitsMs[failures++ % 2]!,
+    });
+    try {
+      await queueTogether(stuck.server, "review.created", 2, review);
+      await expect.poll(() => stuck.sentTo("/fails-once").length, { timeout: 10_000 }).toBe(4);
+      expect(failures).toBe(2);
     } finally {
       await stuck.close();
     }

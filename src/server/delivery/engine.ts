@@ -31,6 +31,8 @@ export interface EngineOptions {
   connectionsPerOrigin: number;
   /** At most this many attempts to one webhook at once (D40): a lone webhook's share; below the connections per origin. */
   maxInFlightPerWebhook: number;
+  /** Real ms at most between a waiting run's looks for work nobody told it of (D44; default 1000). */
+  lookAroundMs?: number;
 }
 
 /** Records an event and queues its first attempts, inside the caller's transaction. */
@@ -69,6 +71,7 @@ const RUN_LOOK_MS = 1000;
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules, parts } = options;
   const maxInFlight = options.maxInFlight ?? 256;
+  const lookAroundMs = options.lookAroundMs ?? RUN_LOOK_MS;
   // Room for at least this many before claiming again (or all of it when maxInFlight is small).
   const claimBatch = Math.max(1, Math.min(64, Math.floor(maxInFlight / 4)));
   let timer: NodeJS.Timeout | undefined;
@@ -79,6 +82,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   let timerAt = Infinity;
   let orphansCheckedAt = Date.now();
   let wanted = Infinity;
+  /**
+   * A waiting run keeps one time to wake at (`wanted`): a later time asked for meanwhile is not kept but
+   * noted here (Infinity: there may be one), and looked up once `wanted` is claimed (`lookUpWanted`).
+   */
+  let wantedLater = -Infinity;
+  let lookUpWanted = false;
   /** Attempts and e-mail runs under way; the attempts' deadlines, which stop aborts at once. */
   const inFlight = new Set<Promise<void>>();
   const deadlines = createDeadlines(options.attemptTimeoutRealMs);
@@ -373,17 +382,33 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     /**
      * Waits for a kick. A run waits as long as a webhook with more due has enough claimed, which is
      * as long as its receiver hangs when it has a backlog: on real and scaled clocks the run claims what
-     * fell due meanwhile (new events, retries: each claim is for its own now) and, every RUN_LOOK_MS,
-     * does what a new pass would (claims handed back by servers that died, leads that expired).
+     * fell due meanwhile (new events and retries, each at its time: each claim is for its own now),
+     * expires leads at their time, and every `lookAroundMs` does what a new pass would (claims handed
+     * back by servers that died, work queued by other servers).
      */
     const waitInRun = async () => {
       if (clock.mode === "virtual") return kicked();
+      if (lookUpWanted) {
+        // When work falls due next (a retry asked for while an earlier one was kept, a lead, another
+        // server's): the run wakes then, and looks again once it is claimed.
+        lookUpWanted = false;
+        const next = await nextDueAt(clock.now());
+        if (next !== undefined) {
+          want(next);
+          wantedLater = Infinity;
+        }
+      }
       // Work due by now waits for the kick of room or of a webhook that can take more.
-      await kicked(wanted > clock.now() ? Math.min(RUN_LOOK_MS, passDelay(wanted)) : RUN_LOOK_MS);
-      if (stopped || Date.now() - lookedAround < RUN_LOOK_MS) return;
-      lookedAround = Date.now();
-      await handBackOrphans();
-      await expireLeads(clock.now());
+      await kicked(wanted > clock.now() ? Math.min(lookAroundMs, passDelay(wanted)) : lookAroundMs);
+      if (stopped) return;
+      const look = Date.now() - lookedAround >= lookAroundMs;
+      if (look) {
+        lookedAround = Date.now();
+        lookUpWanted = true;
+        await handBackOrphans();
+      }
+      // Leads that fell due (D19): at each look, and when the time a lead was looked up for came.
+      if (look || wanted <= clock.now()) await expireLeads(clock.now());
     };
     const started: Promise<void>[] = [];
     for (;;) {
@@ -395,7 +420,11 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       }
       const now = clock.now();
       // Claimed by this claim, if due: the pass asked for need not come.
-      if (wanted <= now) wanted = Infinity;
+      if (wanted <= now) {
+        wanted = Infinity;
+        if (wantedLater > now) lookUpWanted = true;
+        wantedLater = -Infinity;
+      }
       // Webhooks with their share claimed already are left for a later claim.
       kickedMeanwhile = false;
       const busy = [...webhooks.keys()].filter(isBusy);
@@ -440,13 +469,22 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     }
   }
 
-  async function nextDueAt(): Promise<number | undefined> {
+  /** Clock time the next attempt or lead (after clock time `after`, if given) falls due. */
+  async function nextDueAt(after = Number.MIN_SAFE_INTEGER): Promise<number | undefined> {
     const { rows } = await db.query<{ at: string | null }>(
       `SELECT LEAST(
-         (SELECT MIN(due_at) FROM attempts WHERE state = 'pending'),
-         (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded'))) AS at`,
+         (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1),
+         (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded') AND expires_at > $1)) AS at`,
+      [after],
     );
     return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
+  }
+
+  /** Keeps the earlier of `at` and `wanted`; the later one is noted in `wantedLater`. */
+  function want(at: number): void {
+    const later = Math.max(at, wanted);
+    if (later !== Infinity) wantedLater = Math.max(wantedLater, later);
+    wanted = Math.min(wanted, at);
   }
 
   /**
@@ -458,7 +496,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     if (looping) {
       // Due now, or before the time a waiting run wakes at: it claims, or waits until then.
       if (at <= clock.now() || at < wanted) kick();
-      wanted = Math.min(wanted, at);
+      want(at);
       return;
     }
     if (at >= timerAt) return;
@@ -489,6 +527,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     looping = true;
     timerAt = Infinity;
     wanted = Infinity;
+    wantedLater = -Infinity;
+    lookUpWanted = false;
     // Re-check at least every second of real time, in case another process queued work.
     let next = clock.now() + 1000 / clock.scale;
     try {
