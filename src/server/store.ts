@@ -598,6 +598,21 @@ BEGIN
   ORDER BY c.due_at, c.id;
 END $$`;
 
+/**
+ * What each pass of the delivery loop asks of the leads and the queue (D19): which open leads are due
+ * (expired, each with the status it had), and when the next attempt or lead falls due after $1. Both
+ * read the open leads through leads_open_expiry.
+ */
+export const EXPIRE_DUE_LEADS = `
+UPDATE leads SET status = 'expired' FROM (
+  SELECT id, status FROM leads WHERE expires_at <= $1 AND status IN ('new', 'responded') FOR UPDATE SKIP LOCKED) AS previous
+WHERE leads.id = previous.id
+RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`;
+export const NEXT_DUE_AT = `
+SELECT LEAST(
+  (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1),
+  (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded') AND expires_at > $1)) AS at`;
+
 /** What servers starting together on one database take turns on (migrations, the owners). */
 const START_LOCK = "SELECT pg_advisory_xact_lock(20261122)";
 

@@ -3,7 +3,7 @@
 // restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
 import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
-import type { Db, Queryable } from "../store.js";
+import { NEXT_DUE_AT, type Db, type Queryable } from "../store.js";
 import { createBatcher } from "./batches.js";
 import { createDeadlines } from "./deadlines.js";
 import { composeDisableMail } from "./mail.js";
@@ -399,7 +399,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         }
       }
       // Work due by now waits for the kick of room or of a webhook that can take more.
-      await kicked(wanted > clock.now() ? Math.min(lookAroundMs, passDelay(wanted)) : lookAroundMs);
+      const until = wanted > clock.now() ? wanted : Infinity;
+      await kicked(until !== Infinity ? Math.min(lookAroundMs, passDelay(until)) : lookAroundMs);
       if (stopped) return;
       const look = Date.now() - lookedAround >= lookAroundMs;
       if (look) {
@@ -407,8 +408,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         lookUpWanted = true;
         await handBackOrphans();
       }
-      // Leads that fell due (D19): at each look, and when the time a lead was looked up for came.
-      if (look || wanted <= clock.now()) await expireLeads(clock.now());
+      // Leads that fell due (D19): at each look, and when a time waited for came (a lead's, looked up).
+      if (look || until <= clock.now()) await expireLeads(clock.now());
     };
     const started: Promise<void>[] = [];
     for (;;) {
@@ -471,12 +472,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   /** Clock time the next attempt or lead (after clock time `after`, if given) falls due. */
   async function nextDueAt(after = Number.MIN_SAFE_INTEGER): Promise<number | undefined> {
-    const { rows } = await db.query<{ at: string | null }>(
-      `SELECT LEAST(
-         (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1),
-         (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded') AND expires_at > $1)) AS at`,
-      [after],
-    );
+    const { rows } = await db.query<{ at: string | null }>(NEXT_DUE_AT, [after]);
     return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
   }
 

@@ -7,7 +7,7 @@ import type { Dispatcher } from "undici";
 import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
-import type { Db, Queryable } from "../store.js";
+import { EXPIRE_DUE_LEADS, type Db, type Queryable } from "../store.js";
 import type { AttemptSignal } from "./deadlines.js";
 
 /** What every part may use. */
@@ -231,10 +231,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
 
     async expireLeads(tx, now) {
       const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
-        `UPDATE leads SET status = 'expired' FROM (
-           SELECT id, status FROM leads WHERE expires_at <= $1 AND status IN ('new', 'responded') FOR UPDATE SKIP LOCKED) AS previous
-         WHERE leads.id = previous.id
-         RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`,
+        EXPIRE_DUE_LEADS,
         [now],
       );
       return rows.map((r) => ({
