@@ -5,6 +5,9 @@
 // per delivery (from /proc) and the peak RSS of the process that did the work.
 //   sustained:   N events queued under a virtual clock, then one advance makes every attempt (claim,
 //                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs;
+//   spread:      the sustained arm with each event to 20 webhooks, each at an origin of its own (N / 20
+//                events): 240 in flight, 12 to each (D44: floor(256 / 21)), against N bare undici POSTs
+//                spread over the same 20 origins with 240 in flight;
 //   end to end:  N Control API triggers (32 in flight) on a real clock until the receiver has all N,
 //                against N bare node:https POSTs.
 // Beside each arm: the whole machine's CPU per delivery (every process: receiver, load generator,
@@ -13,7 +16,7 @@
 //   relay:       the end-to-end arm's ceiling on this machine: the same triggers to a relay process that
 //                only answers each and makes one HTTPS POST (lib/relay.ts: no store, signature or log),
 //                against the same bare loop.
-// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,e2e,relay) change the run.
+// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,spread,e2e,relay) change the run.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -25,7 +28,10 @@ const N = Number(process.env.BENCH_N ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const CONNECTIONS = 32;
 const stores = (process.env.BENCH_STORES ?? "embedded,postgres").split(",");
-const arms = (process.env.BENCH_ARMS ?? "sustained,e2e,relay").split(",");
+const arms = (process.env.BENCH_ARMS ?? "sustained,spread,e2e,relay").split(",");
+/** The spread arm's webhooks, each at an origin of its own, and the attempts the engine then has in flight (D44). */
+const SPREAD_WEBHOOKS = 20;
+const SPREAD_IN_FLIGHT = SPREAD_WEBHOOKS * Math.floor(256 / (SPREAD_WEBHOOKS + 1));
 
 interface Round {
   rate: number;
@@ -132,6 +138,41 @@ const bench: Bench = async () => {
             if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
           }
           results.push(report(`sustained delivery, ${label}, ${N} queued attempts to one webhook, ${CONNECTIONS} connections`, engineRounds, bareRounds, "bare undici POST loop"));
+        } finally {
+          load.kill();
+          await serve.stop();
+        }
+      }
+
+      // Spread: as sustained, each event fanned out to webhooks at many origins.
+      if (arms.includes("spread")) {
+        const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs("spread"))]);
+        const load = startWorker("load.ts");
+        try {
+          const origins = await receiver.call<string[]>("origins", SPREAD_WEBHOOKS);
+          const paths = origins.map((o, i) => [o, `/ok/spread-${store}-${i}`] as const);
+          await load.call("setup", { server: serve.url, urls: paths.map(([o, p]) => o + p), businessID: "4711" });
+          const delivered = async () => (await Promise.all(paths.map(([, p]) => receiver.call<number>("count", p)))).reduce((a, b) => a + b, 0);
+          const engineRounds: Round[] = [];
+          const bareRounds: Round[] = [];
+          for (let round = 0; round <= ROUNDS; round++) {
+            const bareUrls = origins.map((o) => `${o}/ok/bare-spread`);
+            const b = await measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency: SPREAD_IN_FLIGHT, client: "undici" }));
+            await load.call("trigger", { n: N / SPREAD_WEBHOOKS, concurrency: CONNECTIONS, businessID: "4711" });
+            const before = await delivered();
+            const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
+            const made = (await delivered()) - before;
+            if (made !== N) throw new Error(`spread round: ${made} of ${N} delivered`);
+            if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
+          }
+          results.push(
+            report(
+              `sustained delivery, ${label}, ${N} queued attempts to ${SPREAD_WEBHOOKS} webhooks at ${SPREAD_WEBHOOKS} origins (${N / SPREAD_WEBHOOKS} events), ${SPREAD_IN_FLIGHT} in flight`,
+              engineRounds,
+              bareRounds,
+              `bare undici POST loop over the same origins`,
+            ),
+          );
         } finally {
           load.kill();
           await serve.stop();

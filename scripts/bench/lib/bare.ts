@@ -30,9 +30,10 @@ serveCalls({
     httpsAgent = new https.Agent({ keepAlive: true, maxSockets: connections, ca });
     return true;
   },
-  /** Makes `n` POSTs with `concurrency` in flight; returns the real ms it took. */
-  async run({ url, n, concurrency, client }: { url: string; n: number; concurrency: number; client: "undici" | "https" }) {
+  /** Makes `n` POSTs with `concurrency` in flight, to `url` or spread evenly over `urls`; returns the real ms it took. */
+  async run({ url, urls = [url!], n, concurrency, client }: { url?: string; urls?: string[]; n: number; concurrency: number; client: "undici" | "https" }) {
     const post = client === "undici" ? undiciPost : httpsPost;
-    return timedInParallel(n, concurrency, () => post(url));
+    let next = 0;
+    return timedInParallel(n, concurrency, () => post(urls[next++ % urls.length]!));
   },
 });

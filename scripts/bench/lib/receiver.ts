@@ -1,5 +1,8 @@
 // Benchmark receiver, in a process of its own: HTTPS with keep-alive, answers /ok/* with 200 and
 // /fail/* with 500, counts per path, and (optionally) the real gaps between attempts of one event.
+// It listens on one port, and on more on request (`origins`): each port is an origin (host:port) of its own.
+import { once } from "node:events";
+import type http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { createTestCa, issueServerCertificate } from "../../../conformance/harness/pki.js";
@@ -13,7 +16,7 @@ const events = new Map<string, { last: number; attempts: number }>();
 const gaps = new Map<number, number[]>();
 let trackEvents = false;
 
-const server = https.createServer({ cert: pki.cert, key: pki.key, keepAliveTimeout: 60_000 }, (req, res) => {
+function answer(req: http.IncomingMessage, res: http.ServerResponse): void {
   const chunks: Buffer[] = [];
   req.on("data", (c: Buffer) => chunks.push(c));
   req.on("end", () => {
@@ -39,13 +42,25 @@ const server = https.createServer({ cert: pki.cert, key: pki.key, keepAliveTimeo
     const fail = url.startsWith("/fail/") || (url.startsWith("/fail-third/") && (seen?.attempts ?? 1) === 1 && counts.get(url)! % 3 === 1);
     res.writeHead(fail ? 500 : 200, { "content-type": "text/plain" }).end("ok");
   });
-});
-server.listen(0, "127.0.0.1");
-await new Promise((r) => server.once("listening", r));
-const { port } = server.address() as AddressInfo;
+}
+
+/** A new HTTPS port answering as above; resolves to its origin. */
+async function listen(): Promise<string> {
+  const server = https.createServer({ cert: pki.cert, key: pki.key, keepAliveTimeout: 60_000 }, answer);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+const origin = await listen();
+const more: string[] = [];
 
 serveCalls({
-  info: () => ({ origin: `https://127.0.0.1:${port}`, ca: pki.caCert }),
+  info: () => ({ origin, ca: pki.caCert }),
+  /** `count` origins besides the first (the same ones on each call, more listened on as needed). */
+  async origins(count: number) {
+    while (more.length < count) more.push(await listen());
+    return more.slice(0, count);
+  },
   count: (p: string) => counts.get(p) ?? 0,
   total: () => [...counts.values()].reduce((a, b) => a + b, 0),
   track: (on: boolean) => {
