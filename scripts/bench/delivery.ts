@@ -119,64 +119,44 @@ const bench: Bench = async () => {
       const storeArgs = async (name: string) => (store === "postgres" ? ["--database-url", await pg!.createDatabase(name)] : []);
       const label = store === "postgres" ? "PostgreSQL" : "embedded store";
 
-      // Sustained: a virtual clock holds the queued attempts until the advance.
-      if (arms.includes("sustained")) {
-        const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs("sustained"))]);
+      /**
+       * Sustained (virtual clock: the queued attempts wait for the advance): `events` triggers, each to
+       * every one of the webhooks at `urls` (N attempts in all), against N bare POSTs over `bareUrls`.
+       */
+      const sustained = async (arm: string, name: string, urls: string[], bareUrls: string[], concurrency: number) => {
+        const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs(arm))]);
         const load = startWorker("load.ts");
         try {
-          await load.call("setup", { server: serve.url, urls: [`${origin}/ok/engine-${store}`], businessID: "4711" });
+          await load.call("setup", { server: serve.url, urls, businessID: "4711" });
+          const delivered = async () => (await Promise.all(urls.map((u) => receiver.call<number>("count", new URL(u).pathname)))).reduce((a, b) => a + b, 0);
           const engineRounds: Round[] = [];
           const bareRounds: Round[] = [];
           for (let round = 0; round <= ROUNDS; round++) {
-            const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare`, n: N, concurrency: CONNECTIONS, client: "undici" }));
-            await load.call("trigger", { n: N, concurrency: CONNECTIONS, businessID: "4711" });
-            const before = await receiver.call<number>("count", `/ok/engine-${store}`);
-            const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
-            const delivered = (await receiver.call<number>("count", `/ok/engine-${store}`)) - before;
-            if (delivered !== N) throw new Error(`sustained round: ${delivered} of ${N} delivered`);
-            // Round 0 warms both arms up (TLS handshakes, JIT) and is not counted.
-            if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
-          }
-          results.push(report(`sustained delivery, ${label}, ${N} queued attempts to one webhook, ${CONNECTIONS} connections`, engineRounds, bareRounds, "bare undici POST loop"));
-        } finally {
-          load.kill();
-          await serve.stop();
-        }
-      }
-
-      // Spread: as sustained, each event fanned out to webhooks at many origins.
-      if (arms.includes("spread")) {
-        const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs("spread"))]);
-        const load = startWorker("load.ts");
-        try {
-          const origins = await receiver.call<string[]>("origins", SPREAD_WEBHOOKS);
-          const paths = origins.map((o, i) => [o, `/ok/spread-${store}-${i}`] as const);
-          await load.call("setup", { server: serve.url, urls: paths.map(([o, p]) => o + p), businessID: "4711" });
-          const delivered = async () => (await Promise.all(paths.map(([, p]) => receiver.call<number>("count", p)))).reduce((a, b) => a + b, 0);
-          const engineRounds: Round[] = [];
-          const bareRounds: Round[] = [];
-          for (let round = 0; round <= ROUNDS; round++) {
-            const bareUrls = origins.map((o) => `${o}/ok/bare-spread`);
-            const b = await measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency: SPREAD_IN_FLIGHT, client: "undici" }));
-            await load.call("trigger", { n: N / SPREAD_WEBHOOKS, concurrency: CONNECTIONS, businessID: "4711" });
+            const b = await measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency, client: "undici" }));
+            await load.call("trigger", { n: N / urls.length, concurrency: CONNECTIONS, businessID: "4711" });
             const before = await delivered();
             const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
             const made = (await delivered()) - before;
-            if (made !== N) throw new Error(`spread round: ${made} of ${N} delivered`);
+            if (made !== N) throw new Error(`${arm} round: ${made} of ${N} delivered`);
+            // Round 0 warms both arms up (TLS handshakes, JIT) and is not counted.
             if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
           }
-          results.push(
-            report(
-              `sustained delivery, ${label}, ${N} queued attempts to ${SPREAD_WEBHOOKS} webhooks at ${SPREAD_WEBHOOKS} origins (${N / SPREAD_WEBHOOKS} events), ${SPREAD_IN_FLIGHT} in flight`,
-              engineRounds,
-              bareRounds,
-              `bare undici POST loop over the same origins`,
-            ),
-          );
+          results.push(report(name, engineRounds, bareRounds, bareUrls.length > 1 ? "bare undici POST loop over the same origins" : "bare undici POST loop"));
         } finally {
           load.kill();
           await serve.stop();
         }
+      };
+      if (arms.includes("sustained")) {
+        const name = `sustained delivery, ${label}, ${N} queued attempts to one webhook, ${CONNECTIONS} connections`;
+        await sustained("sustained", name, [`${origin}/ok/engine-${store}`], [`${origin}/ok/bare`], CONNECTIONS);
+      }
+      // Spread: each event fanned out to webhooks at many origins.
+      if (arms.includes("spread")) {
+        const origins = await receiver.call<string[]>("origins", SPREAD_WEBHOOKS);
+        const name = `sustained delivery, ${label}, ${N} queued attempts to ${SPREAD_WEBHOOKS} webhooks at ${SPREAD_WEBHOOKS} origins (${N / SPREAD_WEBHOOKS} events), ${SPREAD_IN_FLIGHT} in flight`;
+        const urls = origins.map((o, i) => `${o}/ok/spread-${store}-${i}`);
+        await sustained("spread", name, urls, origins.map((o) => `${o}/ok/bare-spread`), SPREAD_IN_FLIGHT);
       }
 
       // End to end: triggers on a real clock until the receiver has every event.
