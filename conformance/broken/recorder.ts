@@ -43,7 +43,7 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       const retry = () =>
         o.retryAt === undefined
           ? Promise.resolve()
-          : tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
+          : tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) VALUES ($1, $2, $3, $4)", [
               a.event_id,
               a.webhook_id,
               a.attempt + 1,

@@ -403,9 +403,14 @@ CREATE TABLE IF NOT EXISTS attempts (
   finished_at bigint,
   -- The process that claimed it, and when in real milliseconds (a lease: see delivery.ts).
   claimed_by text,
-  claimed_at bigint,
-  UNIQUE (event_id, webhook_id, attempt)
+  claimed_at bigint
 );
+-- No unique index on (event_id, webhook_id, attempt): each attempt's row is rewritten twice (claimed,
+-- recorded), and each rewrite took an entry in it (on the embedded store 15-20 µs of the database's
+-- CPU per delivery, a tenth of it). An attempt is queued once by construction: first attempts by the
+-- statement that stores their event (its id is the events table's key), a retry by the statement
+-- that records its attempt's failure, which finds that attempt claimed by its recorder once (D7).
+ALTER TABLE attempts DROP CONSTRAINT IF EXISTS attempts_event_id_webhook_id_attempt_key;
 -- Partial indexes only: an attempt's row is rewritten when it is claimed and when its outcome is
 -- recorded, and each index that holds every row takes an entry on each rewrite (on the embedded store,
 -- a large part of a delivery's cost). attempts_due and attempts_webhook_recorded held every row.
@@ -513,7 +518,7 @@ BEGIN
         UPDATE webhooks SET consecutive_failures = w.consecutive_failures + 1 WHERE id = w.id;
         IF p_retry_at[i] IS NOT NULL THEN
           INSERT INTO attempts (event_id, webhook_id, attempt, due_at)
-            VALUES (a.event_id, a.webhook_id, a.attempt + 1, p_retry_at[i]) ON CONFLICT DO NOTHING;
+            VALUES (a.event_id, a.webhook_id, a.attempt + 1, p_retry_at[i]);
         END IF;
         ended := 'failed';
       END IF;
@@ -559,11 +564,14 @@ END $$`;
  * The functions run with enable_seqscan off: a plan kept for the connection may have been made from
  * an empty table's statistics (after an ANALYZE at start), where a scan of attempts per webhook
  * looked cheapest; under a 100k backlog that claim kept the database busy for minutes.
+ * The claimed webhooks come first, a row each (id NULL: url, secret, status), then the attempts in
+ * order (id, webhook_id, attempt, body): a webhook's columns once per webhook, not once per attempt,
+ * cost the embedded store's thread 8 µs less per attempt (the join and the columns' encoding).
  */
 const CLAIM_ATTEMPTS = `
-CREATE OR REPLACE FUNCTION claim_attempts(
+CREATE FUNCTION claim_attempts(
   p_now bigint, p_owner text, p_real_now bigint, p_lease_before bigint, p_limit integer, p_per_webhook integer, p_busy text[])
-RETURNS TABLE (id text, event_id text, webhook_id text, attempt integer, url text, secret text, webhook_status text, body text)
+RETURNS TABLE (id text, webhook_id text, attempt integer, body text, url text, secret text, webhook_status text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
@@ -593,9 +601,11 @@ BEGIN
     UPDATE attempts SET state = 'in_flight', claimed_by = p_owner, claimed_at = p_real_now WHERE id = ANY(ARRAY(
       SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT p_limit))
     RETURNING id, event_id, webhook_id, attempt, due_at)
-  SELECT c.id::text, c.event_id, c.webhook_id, c.attempt, w.url, w.secret, w.status, e.body
-  FROM claimed c LEFT JOIN webhooks w ON w.id = c.webhook_id LEFT JOIN events e ON e.id = c.event_id
-  ORDER BY c.due_at, c.id;
+  SELECT NULL, w.id, NULL, NULL, w.url, w.secret, w.status FROM webhooks w WHERE w.id IN (SELECT webhook_id FROM claimed)
+  UNION ALL
+  SELECT * FROM (
+    SELECT c.id::text, c.webhook_id, c.attempt, e.body, NULL, NULL, NULL
+    FROM claimed c LEFT JOIN events e ON e.id = c.event_id ORDER BY c.due_at, c.id) in_order;
 END $$`;
 
 /**
@@ -622,6 +632,8 @@ export async function migrate(db: Db): Promise<void> {
     await tx.query(START_LOCK);
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
     await tx.query(RECORD_OUTCOMES);
+    // Replaced rather than "OR REPLACE": its columns changed since databases were first made.
+    await tx.query("DROP FUNCTION IF EXISTS claim_attempts(bigint, text, bigint, bigint, integer, integer, text[])");
     await tx.query(CLAIM_ATTEMPTS);
     await tx.query(STORE_EVENTS);
   });

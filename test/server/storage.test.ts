@@ -97,8 +97,8 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         "INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i",
       );
       const scans = await scansOf(db, "attempts", async (tx) => {
-        const claimed = await tx.query("SELECT * FROM claim_attempts(5000, 'me', 0, -1, 32, 2, '{}')");
-        expect(claimed.rows).toHaveLength(32);
+        const claimed = await tx.query<{ id: string | null }>("SELECT * FROM claim_attempts(5000, 'me', 0, -1, 32, 2, '{}')");
+        expect(claimed.rows.filter((r) => r.id !== null)).toHaveLength(32);
       });
       expect(scans.seq, "scans of attempts").toBe(0);
       expect(scans.idx).toBeGreaterThan(0);

@@ -49,7 +49,6 @@ export interface ExpiredLead {
 /** A claimed attempt, with what it needs (null where the webhook or event is gone). */
 export interface ClaimedAttempt {
   id: string;
-  eventId: string;
   webhookId: string;
   attempt: number;
   url: string | null;
@@ -246,29 +245,26 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     async claim(now, limit, spread = { busy: [], perWebhook: limit }) {
       const realNow = Date.now();
       const { rows } = await db.query<{
-        id: string;
-        event_id: string;
+        id: string | null;
         webhook_id: string;
         attempt: number;
+        body: string | null;
         url: string | null;
         secret: string | null;
         webhook_status: string | null;
-        body: string | null;
       }>(
         // claim_attempts (store.ts): the statement's plan is made once per connection, not per claim.
+        // Its rows: each claimed webhook's (id null), then the attempts.
         "SELECT * FROM claim_attempts($1, $2, $3, $4, $5, $6, $7)",
         [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy],
       );
-      return rows.map((r) => ({
-        id: r.id,
-        eventId: r.event_id,
-        webhookId: r.webhook_id,
-        attempt: r.attempt,
-        url: r.url,
-        secret: r.secret,
-        webhookStatus: r.webhook_status,
-        body: r.body,
-      }));
+      const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
+      return rows.flatMap((r) => {
+        if (r.id === null) return [];
+        // A webhook deleted meanwhile has no row: its attempts are not deliverable.
+        const w = webhooks.get(r.webhook_id);
+        return [{ id: r.id, webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret ?? null, webhookStatus: w?.webhook_status ?? null, body: r.body }];
+      });
     },
 
     deliverable: (a) => a.url !== null && a.secret !== null && a.body !== null && a.webhookStatus === "enabled",
