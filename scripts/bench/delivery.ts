@@ -1,37 +1,41 @@
 // Delivery throughput of the reference server against a bare loop, every arm in a process of its own:
 // one receiver process; `partner-platform serve` as a user runs it; a load generator; the bare loop
-// (undici keep-alive POSTs, the engine's pool size and concurrency). Rounds alternate bare, engine,
+// (keep-alive POSTs on the engine's pool size, with as many in flight as the engine makes to the same
+// receiver: 16 to a lone webhook, its share of D40, whose default `serve` keeps). Rounds alternate bare, engine,
 // bare, engine, … in one run; each figure is the median with its range over rounds, with the CPU time
 // per delivery (from /proc) and the peak RSS of the process that did the work.
 //   sustained:   N events queued under a virtual clock, then one advance makes every attempt (claim,
-//                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs;
+//                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs, 16 in flight;
 //   spread:      the sustained arm with each event to 20 webhooks, each at an origin of its own (N / 20
 //                events): 240 in flight, 12 to each (D44: floor(256 / 21)), against N bare undici POSTs
 //                spread over the same 20 origins with 240 in flight;
 //   end to end:  N Control API triggers (32 in flight) on a real clock until the receiver has all N,
-//                against N bare node:https POSTs.
+//                against N bare node:https POSTs, 16 in flight.
 // Beside each arm: the whole machine's CPU per delivery (every process: receiver, load generator,
 // PostgreSQL, anything else running) and how busy its cores were, which says whether the arm was
 // limited by the machine's CPU or by something else.
 //   relay:       the end-to-end arm's ceiling on this machine: the same triggers to a relay process that
-//                only answers each and makes one HTTPS POST (lib/relay.ts: no store, signature or log),
-//                against the same bare loop.
+//                only answers each and makes one HTTPS POST (lib/relay.ts: no store, signature or log;
+//                16 at once, as `serve`), against the same bare loop.
 // BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,spread,e2e,relay) change the run.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { DELIVERY_DEFAULTS } from "../../src/server/delivery/index.js";
 import { postgresBinDir, startTestPostgres, type TestPostgres } from "../postgres.js";
 import type { Bench, BenchResult } from "../bench.js";
 import { cpuMicros, machineCpuMicros, range, startServe, startWorker, watchRss, type Worker } from "./lib/procs.js";
 
 const N = Number(process.env.BENCH_N ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
-const CONNECTIONS = 32;
+/** The engine's pool per origin (both arms' pool size), and the attempts it makes at once to one webhook. */
+const CONNECTIONS = DELIVERY_DEFAULTS.connectionsPerOrigin;
+const IN_FLIGHT = DELIVERY_DEFAULTS.maxInFlightPerWebhook;
 const stores = (process.env.BENCH_STORES ?? "embedded,postgres").split(",");
 const arms = (process.env.BENCH_ARMS ?? "sustained,spread,e2e,relay").split(",");
 /** The spread arm's webhooks, each at an origin of its own, and the attempts the engine then has in flight (D44). */
 const SPREAD_WEBHOOKS = 20;
-const SPREAD_IN_FLIGHT = SPREAD_WEBHOOKS * Math.floor(256 / (SPREAD_WEBHOOKS + 1));
+const SPREAD_IN_FLIGHT = SPREAD_WEBHOOKS * Math.floor(DELIVERY_DEFAULTS.maxInFlight / (SPREAD_WEBHOOKS + 1));
 
 interface Round {
   rate: number;
@@ -90,11 +94,11 @@ const bench: Bench = async () => {
       const relay = startWorker("relay.ts");
       const load = startWorker("load.ts");
       try {
-        await load.call("use", { server: await relay.call<string>("start", { ca, target: `${origin}/ok/relay`, connections: CONNECTIONS }) });
+        await load.call("use", { server: await relay.call<string>("start", { ca, target: `${origin}/ok/relay`, connections: IN_FLIGHT }) });
         const relayRounds: Round[] = [];
         const bareRounds: Round[] = [];
         for (let round = 0; round <= ROUNDS; round++) {
-          const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: CONNECTIONS, client: "https" }));
+          const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
           const before = await receiver.call<number>("count", "/ok/relay");
           const r = await measured(relay.pid, N, async () => {
             const start = performance.now();
@@ -104,7 +108,7 @@ const bench: Bench = async () => {
           });
           if (round > 0) [bareRounds, relayRounds].forEach((list, i) => list.push(i ? r : b));
         }
-        results.push(report(`end to end's ceiling: ${N} Control API triggers → a relay that stores nothing → receiver, ${CONNECTIONS} in flight`, relayRounds, bareRounds, "bare node:https POST loop", "relay", null));
+        results.push(report(`end to end's ceiling: ${N} Control API triggers (${CONNECTIONS} in flight) → a relay that stores nothing → receiver, ${IN_FLIGHT} in flight`, relayRounds, bareRounds, "bare node:https POST loop", "relay", null));
       } finally {
         load.kill();
         relay.kill();
@@ -148,8 +152,8 @@ const bench: Bench = async () => {
         }
       };
       if (arms.includes("sustained")) {
-        const name = `sustained delivery, ${label}, ${N} queued attempts to one webhook, ${CONNECTIONS} connections`;
-        await sustained("sustained", name, [`${origin}/ok/engine-${store}`], [`${origin}/ok/bare`], CONNECTIONS);
+        const name = `sustained delivery, ${label}, ${N} queued attempts to one webhook, ${IN_FLIGHT} in flight`;
+        await sustained("sustained", name, [`${origin}/ok/engine-${store}`], [`${origin}/ok/bare`], IN_FLIGHT);
       }
       // Spread: each event fanned out to webhooks at many origins.
       if (arms.includes("spread")) {
@@ -169,7 +173,7 @@ const bench: Bench = async () => {
           const engineRounds: Round[] = [];
           const bareRounds: Round[] = [];
           for (let round = 0; round <= ROUNDS; round++) {
-            const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: CONNECTIONS, client: "https" }));
+            const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
             const before = await receiver.call<number>("count", p);
             const e = await measured(serve.child.pid!, N, async () => {
               const start = performance.now();
@@ -179,7 +183,7 @@ const bench: Bench = async () => {
             });
             if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
           }
-          results.push(report(`end to end, ${label}, ${N} Control API triggers → receiver, ${CONNECTIONS} in flight`, engineRounds, bareRounds, "bare node:https POST loop"));
+          results.push(report(`end to end, ${label}, ${N} Control API triggers (${CONNECTIONS} in flight) → receiver, ${IN_FLIGHT} in flight`, engineRounds, bareRounds, "bare node:https POST loop"));
         } finally {
           load.kill();
           await serve.stop();

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import v8 from "node:v8";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseClockMode } from "../server/clock.js";
+import { DELIVERY_DEFAULTS } from "../server/delivery/index.js";
 import { loadConfig, startServer } from "../server/index.js";
 import { embeddedDirProblem } from "../server/store.js";
 import { untilStopped } from "./lifetime.js";
@@ -30,6 +31,7 @@ const wholeNumber = (min: number, max: number) => (v: string) => {
   return n;
 };
 
+const { connectionsPerOrigin } = DELIVERY_DEFAULTS;
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
 /** A URL with one of `schemes` and a host, or an InvalidArgumentError saying so (D34: refused at start, naming the flag). */
@@ -124,8 +126,13 @@ export function serveCommand(): Command {
       `\nWithout --config, two demo clients are configured (src/server/default-config.json): ${defaultClients()}.\n` +
         "A config file may take a client's secret from the environment (clientSecretEnv) and the SMTP URL from SMTP_URL.",
     )
-    .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), 256)
-    .option("--max-in-flight-per-webhook <n>", "most attempts to one webhook at once (its share alone at its host:port; with n webhooks there, each at most floor(32 / (n + 1)): D40)", wholeNumber(1, 31), 16)
+    .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), DELIVERY_DEFAULTS.maxInFlight)
+    .option(
+      "--max-in-flight-per-webhook <n>",
+      `most attempts to one webhook at once (its share alone at its host:port; with n webhooks there, each at most floor(${connectionsPerOrigin} / (n + 1)): D40)`,
+      wholeNumber(1, connectionsPerOrigin - 1),
+      DELIVERY_DEFAULTS.maxInFlightPerWebhook,
+    )
     .action(async (flags: ServeFlags) => {
       limitHeapGrowth();
       const config = loadConfig(flags.config);

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { createApp, type RegistrationOverride, type Timeouts } from "./app.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
-import { buildParts, createDeliveryEngine, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
+import { buildParts, createDeliveryEngine, DELIVERY_DEFAULTS, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
 import { addressPolicy } from "./ssrf.js";
 import { migrate, openEmbedded, openPostgres, recordOwners, type Db } from "./store.js";
 import { loadConfig, type ServerConfig } from "./config.js";
@@ -135,8 +135,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // A bounded pool per receiver: a burst of events reuses connections instead of opening one each.
   // Extra CAs are added to the public ones, which stay trusted. Connecting (DNS, TCP, TLS) has the
   // attempt timeout too, and every name the connection resolves is checked against the policy (D22).
-  const connectionsPerOrigin = 32;
-  const maxInFlightPerWebhook = options.maxInFlightPerWebhook ?? connectionsPerOrigin / 2;
+  const { connectionsPerOrigin } = DELIVERY_DEFAULTS;
+  const maxInFlightPerWebhook = options.maxInFlightPerWebhook ?? DELIVERY_DEFAULTS.maxInFlightPerWebhook;
   if (!(Number.isInteger(maxInFlightPerWebhook) && maxInFlightPerWebhook >= 1 && maxInFlightPerWebhook < connectionsPerOrigin)) {
     throw new Error(`attempts in flight per webhook must be a whole number from 1 to ${connectionsPerOrigin - 1}, got ${maxInFlightPerWebhook}`);
   }

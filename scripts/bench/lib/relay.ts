@@ -1,6 +1,6 @@
 // The end-to-end arm's ceiling, in a process of its own: the least a server could do per triggered
 // event — answer the Control API's trigger (node:http, the JSON body parsed, 201 with an id) and make one
-// keep-alive HTTPS POST of a delivery-sized body to the receiver (undici, the engine's pool size) — with
+// keep-alive HTTPS POST of a delivery-sized body to the receiver (undici, at most 16 at once as `serve` to one webhook) — with
 // no store, no signature, no log and no retry. Driven by the same load generator as `serve`, it shows
 // what end to end can reach on this machine at all.
 import http from "node:http";

@@ -10,6 +10,12 @@ import { composeDisableMail } from "./mail.js";
 import { endOf, memoized, type ClaimedAttempt, type DeliveryParts, type NewEvent, type Outcome, type Recorded } from "./parts.js";
 import { originShares } from "./share.js";
 
+/**
+ * The delivery engine's defaults (D40, D44): connections per origin (host:port), attempts claimed and
+ * under way at once, and attempts to one webhook at once (its share while it is alone at its origin).
+ */
+export const DELIVERY_DEFAULTS = { connectionsPerOrigin: 32, maxInFlight: 256, maxInFlightPerWebhook: 16 } as const;
+
 export interface EngineOptions {
   db: Db;
   clock: Clock;
@@ -70,7 +76,7 @@ const RUN_LOOK_MS = 1000;
 
 export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules, parts } = options;
-  const maxInFlight = options.maxInFlight ?? 256;
+  const maxInFlight = options.maxInFlight ?? DELIVERY_DEFAULTS.maxInFlight;
   const lookAroundMs = options.lookAroundMs ?? RUN_LOOK_MS;
   // Room for at least this many before claiming again (or all of it when maxInFlight is small).
   const claimBatch = Math.max(1, Math.min(64, Math.floor(maxInFlight / 4)));
