@@ -565,13 +565,13 @@ END $$`;
  * an empty table's statistics (after an ANALYZE at start), where a scan of attempts per webhook
  * looked cheapest; under a 100k backlog that claim kept the database busy for minutes.
  * The claimed webhooks come first, a row each (id NULL: url, secret, status), then the attempts in
- * order (id, webhook_id, attempt, body): a webhook's columns once per webhook, not once per attempt,
+ * order (id, webhook_id, attempt, body, due_at): a webhook's columns once per webhook, not once per attempt,
  * cost the embedded store's thread 8 µs less per attempt (the join and the columns' encoding).
  */
 const CLAIM_ATTEMPTS = `
 CREATE FUNCTION claim_attempts(
   p_now bigint, p_owner text, p_real_now bigint, p_lease_before bigint, p_limit integer, p_per_webhook integer, p_busy text[])
-RETURNS TABLE (id text, webhook_id text, attempt integer, body text, url text, secret text, webhook_status text)
+RETURNS TABLE (id bigint, webhook_id text, attempt integer, body text, url text, secret text, webhook_status text, due_at bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
@@ -601,11 +601,12 @@ BEGIN
     UPDATE attempts SET state = 'in_flight', claimed_by = p_owner, claimed_at = p_real_now WHERE id = ANY(ARRAY(
       SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT p_limit))
     RETURNING id, event_id, webhook_id, attempt, due_at)
-  SELECT NULL, w.id, NULL, NULL, w.url, w.secret, w.status FROM webhooks w WHERE w.id IN (SELECT webhook_id FROM claimed)
+  SELECT NULL::bigint AS id, w.id AS webhook_id, NULL, NULL, w.url, w.secret, w.status, NULL::bigint AS due_at
+  FROM webhooks w WHERE w.id IN (SELECT webhook_id FROM claimed)
   UNION ALL
-  SELECT * FROM (
-    SELECT c.id::text, c.webhook_id, c.attempt, e.body, NULL, NULL, NULL
-    FROM claimed c LEFT JOIN events e ON e.id = c.event_id ORDER BY c.due_at, c.id) in_order;
+  SELECT c.id, c.webhook_id, c.attempt, e.body, NULL, NULL, NULL, c.due_at FROM claimed c LEFT JOIN events e ON e.id = c.event_id
+  -- The webhooks' rows first, then the attempts, earliest due first.
+  ORDER BY due_at NULLS FIRST, id;
 END $$`;
 
 /**

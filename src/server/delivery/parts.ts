@@ -245,7 +245,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     async claim(now, limit, spread = { busy: [], perWebhook: limit }) {
       const realNow = Date.now();
       const { rows } = await db.query<{
-        id: string | null;
+        // int8: a string from PostgreSQL's driver, a number from PGlite.
+        id: string | number | null;
         webhook_id: string;
         attempt: number;
         body: string | null;
@@ -263,7 +264,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         if (r.id === null) return [];
         // A webhook deleted meanwhile has no row: its attempts are not deliverable.
         const w = webhooks.get(r.webhook_id);
-        return [{ id: r.id, webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret ?? null, webhookStatus: w?.webhook_status ?? null, body: r.body }];
+        return [{ id: String(r.id), webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret ?? null, webhookStatus: w?.webhook_status ?? null, body: r.body }];
       });
     },
 
