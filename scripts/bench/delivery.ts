@@ -3,7 +3,8 @@
 // (keep-alive POSTs on the engine's pool size, with as many in flight as the engine makes to the same
 // receiver: 16 to a lone webhook, its share of D40, whose default `serve` keeps). Rounds alternate bare, engine,
 // bare, engine, … in one run; each figure is the median with its range over rounds, with the CPU time
-// per delivery (from /proc) and the peak RSS of the process that did the work.
+// per delivery (from /proc) and the peak RSS of the process that did the work, after warm-up rounds
+// that are not counted (WARMUP).
 //   sustained:   N events queued under a virtual clock, then one advance makes every attempt (claim,
 //                sign, POST, record) — deliveries/s of the advance, against N bare undici POSTs, 16 in flight;
 //   spread:      the sustained arm with each event to 20 webhooks, each at an origin of its own (N / 20
@@ -17,7 +18,7 @@
 //   relay:       the end-to-end arm's ceiling on this machine: the same triggers to a relay process that
 //                only answers each and makes one HTTPS POST (lib/relay.ts: no store, signature or log;
 //                16 at once, as `serve`), against the same bare loop.
-// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,spread,e2e,relay) change the run.
+// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_WARMUP (3), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,spread,e2e,relay) change the run.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -28,6 +29,13 @@ import { cpuMicros, machineCpuMicros, range, startServe, startWorker, watchRss, 
 
 const N = Number(process.env.BENCH_N ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+/**
+ * Rounds that warm both arms up (TLS handshakes, JIT) and are not counted. `serve` takes three: V8
+ * compiles the embedded database's WebAssembly with its baseline compiler first and its optimizing
+ * one only as functions get hot, so its first 6,000-9,000 deliveries cost it 20-30% more CPU each
+ * than those after (README, "Benchmarks").
+ */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 /** The engine's pool per origin (both arms' pool size), and the attempts it makes at once to one webhook. */
 const CONNECTIONS = DELIVERY_DEFAULTS.connectionsPerOrigin;
 const IN_FLIGHT = DELIVERY_DEFAULTS.maxInFlightPerWebhook;
@@ -64,7 +72,7 @@ function report(name: string, engine: Round[], bare: Round[], bareName: string, 
     `machine ${range(rounds.map((r) => r.machineCpuUs))} µs CPU/delivery with its cores ${range(rounds.map((r) => 100 * r.machineBusy))}% busy`;
   return {
     name,
-    value: `${range(ratios, 2)}x ${bareName} over ${ratios.length} rounds — ${engineName}: ${f(engine)}; bare: ${f(bare)}`,
+    value: `${range(ratios, 2)}x ${bareName} over ${ratios.length} rounds after ${WARMUP} not counted — ${engineName}: ${f(engine)}; bare: ${f(bare)}`,
     ...(target ? { target } : {}),
   };
 }
@@ -97,7 +105,7 @@ const bench: Bench = async () => {
         await load.call("use", { server: await relay.call<string>("start", { ca, target: `${origin}/ok/relay`, connections: IN_FLIGHT }) });
         const relayRounds: Round[] = [];
         const bareRounds: Round[] = [];
-        for (let round = 0; round <= ROUNDS; round++) {
+        for (let round = 0; round < WARMUP + ROUNDS; round++) {
           const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
           const before = await receiver.call<number>("count", "/ok/relay");
           const r = await measured(relay.pid, N, async () => {
@@ -106,7 +114,7 @@ const bench: Bench = async () => {
             await waitForCount(receiver, "/ok/relay", before + N, 120_000);
             return performance.now() - start;
           });
-          if (round > 0) [bareRounds, relayRounds].forEach((list, i) => list.push(i ? r : b));
+          if (round >= WARMUP) [bareRounds, relayRounds].forEach((list, i) => list.push(i ? r : b));
         }
         results.push(report(`end to end's ceiling: ${N} Control API triggers (${CONNECTIONS} in flight) → a relay that stores nothing → receiver, ${IN_FLIGHT} in flight`, relayRounds, bareRounds, "bare node:https POST loop", "relay", null));
       } finally {
@@ -135,15 +143,14 @@ const bench: Bench = async () => {
           const delivered = async () => (await Promise.all(urls.map((u) => receiver.call<number>("count", new URL(u).pathname)))).reduce((a, b) => a + b, 0);
           const engineRounds: Round[] = [];
           const bareRounds: Round[] = [];
-          for (let round = 0; round <= ROUNDS; round++) {
+          for (let round = 0; round < WARMUP + ROUNDS; round++) {
             const b = await measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency, client: "undici" }));
             await load.call("trigger", { n: N / urls.length, concurrency: CONNECTIONS, businessID: "4711" });
             const before = await delivered();
             const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
             const made = (await delivered()) - before;
             if (made !== N) throw new Error(`${arm} round: ${made} of ${N} delivered`);
-            // Round 0 warms both arms up (TLS handshakes, JIT) and is not counted.
-            if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
+            if (round >= WARMUP) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
           }
           results.push(report(name, engineRounds, bareRounds, bareUrls.length > 1 ? "bare undici POST loop over the same origins" : "bare undici POST loop"));
         } finally {
@@ -172,7 +179,7 @@ const bench: Bench = async () => {
           await load.call("setup", { server: serve.url, urls: [`${origin}${p}`], businessID: "4711" });
           const engineRounds: Round[] = [];
           const bareRounds: Round[] = [];
-          for (let round = 0; round <= ROUNDS; round++) {
+          for (let round = 0; round < WARMUP + ROUNDS; round++) {
             const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
             const before = await receiver.call<number>("count", p);
             const e = await measured(serve.child.pid!, N, async () => {
@@ -181,7 +188,7 @@ const bench: Bench = async () => {
               await waitForCount(receiver, p, before + N, 120_000);
               return performance.now() - start;
             });
-            if (round > 0) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
+            if (round >= WARMUP) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
           }
           results.push(report(`end to end, ${label}, ${N} Control API triggers (${CONNECTIONS} in flight) → receiver, ${IN_FLIGHT} in flight`, engineRounds, bareRounds, "bare node:https POST loop"));
         } finally {
