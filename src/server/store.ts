@@ -601,10 +601,12 @@ BEGIN
     UPDATE attempts SET state = 'in_flight', claimed_by = p_owner, claimed_at = p_real_now WHERE id = ANY(ARRAY(
       SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT p_limit))
     RETURNING id, event_id, webhook_id, attempt, due_at)
+  -- Webhooks and events by key, one probe each, whatever the statistics: a plan made while events was
+  -- empty joined it by hash, reading every event for each claim until the next ANALYZE.
   SELECT NULL::bigint AS id, w.id AS webhook_id, NULL, NULL, w.url, w.secret, w.status, NULL::bigint AS due_at
-  FROM webhooks w WHERE w.id IN (SELECT webhook_id FROM claimed)
+  FROM webhooks w WHERE w.id = ANY(ARRAY(SELECT DISTINCT webhook_id FROM claimed))
   UNION ALL
-  SELECT c.id, c.webhook_id, c.attempt, e.body, NULL, NULL, NULL, c.due_at FROM claimed c LEFT JOIN events e ON e.id = c.event_id
+  SELECT c.id, c.webhook_id, c.attempt, (SELECT e.body FROM events e WHERE e.id = c.event_id), NULL, NULL, NULL, c.due_at FROM claimed c
   -- The webhooks' rows first, then the attempts, earliest due first.
   ORDER BY due_at NULLS FIRST, id;
 END $$`;

@@ -107,6 +107,33 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     }
   });
 
+  // The same plan, made while events was still empty (a new database's first claims find nothing due),
+  // joined the claimed attempts' events by hash: each claim then read every event until the next ANALYZE.
+  it("reads a claim's events by key, even with its plan made while there were none", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      await db.query("ANALYZE");
+      const read = await db.transaction(async (tx) => {
+        const claim = async () => (await tx.query<{ id: string | null }>("SELECT * FROM claim_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
+        const eventsRead = async () =>
+          (await tx.query<{ n: number }>("SELECT (seq_tup_read + coalesce(idx_tup_fetch, 0))::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'events'")).rows[0]!.n;
+        expect(await claim()).toHaveLength(0);
+        await tx.query(
+          "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 20) i",
+        );
+        await tx.query("INSERT INTO events (id, name, business_id, body, created_at) SELECT 'e' || i, 'lead.created', '4711', '{}', i FROM generate_series(1, 2000) i");
+        await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i");
+        const before = await eventsRead();
+        expect(await claim()).toHaveLength(32);
+        return (await eventsRead()) - before;
+      });
+      expect(read, "events read by a claim of 32").toBeLessThanOrEqual(32);
+    } finally {
+      await db.close();
+    }
+  });
+
   // Each pass of the delivery loop asks which open leads are due and when the next one is (D19); as
   // scans of leads, with 100k leads these cost the embedded store's thread 17 and 46 ms a pass.
   it("finds the due and the next lead by index, never a scan of leads", async () => {
