@@ -449,7 +449,7 @@ ALTER TABLE notifications DROP COLUMN IF EXISTS recipient;
  * the embedded store the per-outcome statements were most of a delivery's database time): within a
  * run the order does not change any counter, so their places in the recorded order (recorded_seq)
  * may come in any order among themselves, always after what precedes the run and before what follows.
- * "state || '' = ..." (here and in claim_attempts) is the state test no partial index can answer:
+ * "state || '' = ..." (here and in claim_due_attempts) is the state test no partial index can answer:
  * with "state = 'in_flight'" the planner read every in-flight row through attempts_in_flight and
  * filtered them by id, instead of probing the primary key per id (measured on PostgreSQL with 3,000
  * attempts: the database's CPU for recording 73–97 µs per outcome before, 40–47 after).
@@ -567,9 +567,12 @@ END $$`;
  * The claimed webhooks come first, a row each (id NULL: url, secret, status), then the attempts in
  * order (id, webhook_id, attempt, body, due_at): a webhook's columns once per webhook, not once per attempt,
  * cost the embedded store's thread 8 µs less per attempt (the join and the columns' encoding).
+ * It has a name of its own because its rows changed: claim_attempts, their earlier form, stays in
+ * databases made before, for servers of the earlier version still running on the same PostgreSQL
+ * while others are upgraded (it would read the new rows as attempts without a webhook, and cancel them).
  */
 const CLAIM_ATTEMPTS = `
-CREATE FUNCTION claim_attempts(
+CREATE OR REPLACE FUNCTION claim_due_attempts(
   p_now bigint, p_owner text, p_real_now bigint, p_lease_before bigint, p_limit integer, p_per_webhook integer, p_busy text[])
 RETURNS TABLE (id bigint, webhook_id text, attempt integer, body text, url text, secret text, webhook_status text, due_at bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
@@ -635,8 +638,6 @@ export async function migrate(db: Db): Promise<void> {
     await tx.query(START_LOCK);
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
     await tx.query(RECORD_OUTCOMES);
-    // Replaced rather than "OR REPLACE": its columns changed since databases were first made.
-    await tx.query("DROP FUNCTION IF EXISTS claim_attempts(bigint, text, bigint, bigint, integer, integer, text[])");
     await tx.query(CLAIM_ATTEMPTS);
     await tx.query(STORE_EVENTS);
   });

@@ -97,7 +97,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         "INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i",
       );
       const scans = await scansOf(db, "attempts", async (tx) => {
-        const claimed = await tx.query<{ id: string | null }>("SELECT * FROM claim_attempts(5000, 'me', 0, -1, 32, 2, '{}')");
+        const claimed = await tx.query<{ id: string | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')");
         expect(claimed.rows.filter((r) => r.id !== null)).toHaveLength(32);
       });
       expect(scans.seq, "scans of attempts").toBe(0);
@@ -115,7 +115,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       await migrate(db);
       await db.query("ANALYZE");
       const read = await db.transaction(async (tx) => {
-        const claim = async () => (await tx.query<{ id: string | null }>("SELECT * FROM claim_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
+        const claim = async () => (await tx.query<{ id: string | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
         const eventsRead = async () =>
           (await tx.query<{ n: number }>("SELECT (seq_tup_read + coalesce(idx_tup_fetch, 0))::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'events'")).rows[0]!.n;
         expect(await claim()).toHaveLength(0);

@@ -254,9 +254,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         secret: string | null;
         webhook_status: string | null;
       }>(
-        // claim_attempts (store.ts): the statement's plan is made once per connection, not per claim.
+        // claim_due_attempts (store.ts): the statement's plan is made once per connection, not per claim.
         // Its rows: each claimed webhook's (id null), then the attempts.
-        "SELECT * FROM claim_attempts($1, $2, $3, $4, $5, $6, $7)",
+        "SELECT * FROM claim_due_attempts($1, $2, $3, $4, $5, $6, $7)",
         [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy],
       );
       const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
