@@ -68,19 +68,37 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     }
   });
 
+  /**
+   * The sequential and index scans of `table` so far in `tx`'s transaction, and the rows they read. This
+   * connection's scans not yet reported to the statistics (migrate's index builds among them) are in it:
+   * what a statement did is the difference of a count before and after it.
+   */
+  async function tableReads(tx: Queryable, table: string): Promise<{ seq: number; idx: number; rows: number }> {
+    const { rows } = await tx.query<{ seq: number; idx: number; rows: number }>(
+      "SELECT seq_scan::int AS seq, idx_scan::int AS idx, (seq_tup_read + coalesce(idx_tup_fetch, 0))::int AS rows FROM pg_stat_xact_user_tables WHERE relname = $1",
+      [table],
+    );
+    return rows[0]!;
+  }
+
   /** The sequential and index scans of `table` that `fn`'s statements make, in a transaction of their own. */
   function scansOf(db: Db, table: string, fn: (tx: Queryable) => Promise<void>): Promise<{ seq: number; idx: number }> {
     return db.transaction(async (tx) => {
-      // This connection's scans not yet reported to the statistics (migrate's index builds among them):
-      // fn's are the difference.
-      const count = async () =>
-        (await tx.query<{ seq: number; idx: number }>("SELECT seq_scan::int AS seq, idx_scan::int AS idx FROM pg_stat_xact_user_tables WHERE relname = $1", [table])).rows[0]!;
-      const before = await count();
+      const before = await tableReads(tx, table);
       await fn(tx);
-      const after = await count();
+      const after = await tableReads(tx, table);
       return { seq: after.seq - before.seq, idx: after.idx - before.idx };
     });
   }
+
+  /** Twenty webhooks w1..w20, and 2,000 attempts of events e1..e2000 spread over them, due at 1..2000. */
+  const TWENTY_WEBHOOKS =
+    "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 20) i";
+  const ATTEMPTS_OVER_THEM = "INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i";
+
+  /** The attempts a claim of at most 32 due by 5000 (2 a webhook) takes (its rows without the webhooks' own). */
+  const claimAttempts = async (tx: Queryable) =>
+    (await tx.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
 
   // The claim's plan is made once per connection and kept (a generic plan): made from statistics of an
   // empty table (the embedded store analyzes every few seconds, PostgreSQL's autovacuum too), it chose
@@ -90,15 +108,10 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     try {
       await migrate(db);
       await db.query("ANALYZE");
-      await db.query(
-        "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 20) i",
-      );
-      await db.query(
-        "INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i",
-      );
+      await db.query(TWENTY_WEBHOOKS);
+      await db.query(ATTEMPTS_OVER_THEM);
       const scans = await scansOf(db, "attempts", async (tx) => {
-        const claimed = await tx.query<{ id: string | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')");
-        expect(claimed.rows.filter((r) => r.id !== null)).toHaveLength(32);
+        expect(await claimAttempts(tx)).toHaveLength(32);
       });
       expect(scans.seq, "scans of attempts").toBe(0);
       expect(scans.idx).toBeGreaterThan(0);
@@ -114,19 +127,15 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     try {
       await migrate(db);
       await db.query("ANALYZE");
+      // One transaction: on PostgreSQL, one connection, whose plan the first claim makes.
       const read = await db.transaction(async (tx) => {
-        const claim = async () => (await tx.query<{ id: string | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
-        const eventsRead = async () =>
-          (await tx.query<{ n: number }>("SELECT (seq_tup_read + coalesce(idx_tup_fetch, 0))::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'events'")).rows[0]!.n;
-        expect(await claim()).toHaveLength(0);
-        await tx.query(
-          "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 20) i",
-        );
+        expect(await claimAttempts(tx)).toHaveLength(0);
+        await tx.query(TWENTY_WEBHOOKS);
         await tx.query("INSERT INTO events (id, name, business_id, body, created_at) SELECT 'e' || i, 'lead.created', '4711', '{}', i FROM generate_series(1, 2000) i");
-        await tx.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i");
-        const before = await eventsRead();
-        expect(await claim()).toHaveLength(32);
-        return (await eventsRead()) - before;
+        await tx.query(ATTEMPTS_OVER_THEM);
+        const before = await tableReads(tx, "events");
+        expect(await claimAttempts(tx)).toHaveLength(32);
+        return (await tableReads(tx, "events")).rows - before.rows;
       });
       expect(read, "events read by a claim of 32").toBeLessThanOrEqual(32);
     } finally {
