@@ -65,6 +65,21 @@ async function measured(pid: number, n: number, work: () => Promise<number>): Pr
   return { rate: n / (ms / 1000), cpuUs: (cpuMicros(pid) - cpu) / n, peakMb: rss.stop(), machineCpuUs: busy / n, machineBusy: busy / (after.total - machine.total) };
 }
 
+/** Rounds alternating the bare loop and the engine's arm (bare first), without the WARMUP rounds. */
+async function alternated(bareRound: () => Promise<Round>, engineRound: () => Promise<Round>): Promise<{ bare: Round[]; engine: Round[] }> {
+  const bare: Round[] = [];
+  const engine: Round[] = [];
+  for (let round = 0; round < WARMUP + ROUNDS; round++) {
+    const b = await bareRound();
+    const e = await engineRound();
+    if (round >= WARMUP) {
+      bare.push(b);
+      engine.push(e);
+    }
+  }
+  return { bare, engine };
+}
+
 function report(name: string, engine: Round[], bare: Round[], bareName: string, engineName = "serve", target: string | null = "≥ 0.5x"): BenchResult {
   const ratios = engine.map((e, i) => e.rate / bare[i]!.rate);
   const f = (rounds: Round[]) =>
@@ -95,6 +110,17 @@ const bench: Bench = async () => {
     const { origin, ca } = await receiver.call<{ origin: string; ca: string }>("info");
     const caFile = path.join(dir, "ca.pem");
     writeFileSync(caFile, ca);
+    /** The bare node:https loop of end to end, and N Control API triggers to `load`'s server until the receiver has them all at `p`. */
+    const bareHttps = () => measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
+    const triggered = async (pid: number, load: Worker, p: string) => {
+      const before = await receiver.call<number>("count", p);
+      return measured(pid, N, async () => {
+        const start = performance.now();
+        await load.call("trigger", { n: N, concurrency: CONNECTIONS, businessID: "4711" });
+        await waitForCount(receiver, p, before + N, 120_000);
+        return performance.now() - start;
+      });
+    };
     await bare.call("setup", { ca, connections: CONNECTIONS });
     const common = ["--port", "0", "--conformance", "--allow-private-webhooks", "--webhook-ca", caFile];
     // The ceiling of end to end: what a process that stores nothing makes of the same triggers.
@@ -103,20 +129,8 @@ const bench: Bench = async () => {
       const load = startWorker("load.ts");
       try {
         await load.call("use", { server: await relay.call<string>("start", { ca, target: `${origin}/ok/relay`, connections: IN_FLIGHT }) });
-        const relayRounds: Round[] = [];
-        const bareRounds: Round[] = [];
-        for (let round = 0; round < WARMUP + ROUNDS; round++) {
-          const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
-          const before = await receiver.call<number>("count", "/ok/relay");
-          const r = await measured(relay.pid, N, async () => {
-            const start = performance.now();
-            await load.call("trigger", { n: N, concurrency: CONNECTIONS, businessID: "4711" });
-            await waitForCount(receiver, "/ok/relay", before + N, 120_000);
-            return performance.now() - start;
-          });
-          if (round >= WARMUP) [bareRounds, relayRounds].forEach((list, i) => list.push(i ? r : b));
-        }
-        results.push(report(`end to end's ceiling: ${N} Control API triggers (${CONNECTIONS} in flight) → a relay that stores nothing → receiver, ${IN_FLIGHT} in flight`, relayRounds, bareRounds, "bare node:https POST loop", "relay", null));
+        const rounds = await alternated(bareHttps, () => triggered(relay.pid, load, "/ok/relay"));
+        results.push(report(`end to end's ceiling: ${N} Control API triggers (${CONNECTIONS} in flight) → a relay that stores nothing → receiver, ${IN_FLIGHT} in flight`, rounds.engine, rounds.bare, "bare node:https POST loop", "relay", null));
       } finally {
         load.kill();
         relay.kill();
@@ -141,18 +155,18 @@ const bench: Bench = async () => {
         try {
           await load.call("setup", { server: serve.url, urls, businessID: "4711" });
           const delivered = async () => (await Promise.all(urls.map((u) => receiver.call<number>("count", new URL(u).pathname)))).reduce((a, b) => a + b, 0);
-          const engineRounds: Round[] = [];
-          const bareRounds: Round[] = [];
-          for (let round = 0; round < WARMUP + ROUNDS; round++) {
-            const b = await measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency, client: "undici" }));
-            await load.call("trigger", { n: N / urls.length, concurrency: CONNECTIONS, businessID: "4711" });
-            const before = await delivered();
-            const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
-            const made = (await delivered()) - before;
-            if (made !== N) throw new Error(`${arm} round: ${made} of ${N} delivered`);
-            if (round >= WARMUP) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
-          }
-          results.push(report(name, engineRounds, bareRounds, bareUrls.length > 1 ? "bare undici POST loop over the same origins" : "bare undici POST loop"));
+          const rounds = await alternated(
+            () => measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency, client: "undici" })),
+            async () => {
+              await load.call("trigger", { n: N / urls.length, concurrency: CONNECTIONS, businessID: "4711" });
+              const before = await delivered();
+              const e = await measured(serve.child.pid!, N, () => load.call("advance", 0));
+              const made = (await delivered()) - before;
+              if (made !== N) throw new Error(`${arm} round: ${made} of ${N} delivered`);
+              return e;
+            },
+          );
+          results.push(report(name, rounds.engine, rounds.bare, bareUrls.length > 1 ? "bare undici POST loop over the same origins" : "bare undici POST loop"));
         } finally {
           load.kill();
           await serve.stop();
@@ -177,20 +191,8 @@ const bench: Bench = async () => {
         try {
           const p = `/ok/e2e-${store}`;
           await load.call("setup", { server: serve.url, urls: [`${origin}${p}`], businessID: "4711" });
-          const engineRounds: Round[] = [];
-          const bareRounds: Round[] = [];
-          for (let round = 0; round < WARMUP + ROUNDS; round++) {
-            const b = await measured(bare.pid, N, () => bare.call("run", { url: `${origin}/ok/bare-https`, n: N, concurrency: IN_FLIGHT, client: "https" }));
-            const before = await receiver.call<number>("count", p);
-            const e = await measured(serve.child.pid!, N, async () => {
-              const start = performance.now();
-              await load.call("trigger", { n: N, concurrency: CONNECTIONS, businessID: "4711" });
-              await waitForCount(receiver, p, before + N, 120_000);
-              return performance.now() - start;
-            });
-            if (round >= WARMUP) [bareRounds, engineRounds].forEach((list, i) => list.push(i ? e : b));
-          }
-          results.push(report(`end to end, ${label}, ${N} Control API triggers (${CONNECTIONS} in flight) → receiver, ${IN_FLIGHT} in flight`, engineRounds, bareRounds, "bare node:https POST loop"));
+          const rounds = await alternated(bareHttps, () => triggered(serve.child.pid!, load, p));
+          results.push(report(`end to end, ${label}, ${N} Control API triggers (${CONNECTIONS} in flight) → receiver, ${IN_FLIGHT} in flight`, rounds.engine, rounds.bare, "bare node:https POST loop"));
         } finally {
           load.kill();
           await serve.stop();
