@@ -124,13 +124,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   };
   /**
    * Attempts are made as their webhook's share of its origin's connections admits them (D40, share.ts).
-   * A webhook is claimed for again once its claimed attempts fall to 2× its share, at most 2× the
+   * A webhook is claimed for again once its claimed attempts fall to 2× its share, at most 4× the
    * per-webhook maximum at a time: a webhook that hangs holds a bounded part of the claims, and a
-   * busy one is claimed for once per 2× its share of deliveries, not once per delivery.
+   * busy one costs a claim statement per 4× its maximum of deliveries (the embedded store's claims
+   * cost far more than their rows), not one per delivery.
    */
   const shares = originShares({ connectionsPerOrigin: options.connectionsPerOrigin, maxPerWebhook: options.maxInFlightPerWebhook });
   const webhooks = new Map<string, { claimed: number; busy: boolean }>();
-  const claimPerWebhook = 2 * options.maxInFlightPerWebhook;
+  const claimPerWebhook = 4 * options.maxInFlightPerWebhook;
   const claimBound = (webhookId: string) => 2 * shares.shareOf(webhookId);
   const mailFailuresLogged = new Set<string>();
   const originOf = memoized((url: string) => new URL(url).origin);
