@@ -3,7 +3,7 @@
 // The main thread posts statements; a transaction holds PGlite's own lock (nothing else runs inside
 // it) while its statements come one by one from the main thread, where its callback runs.
 import { parentPort, workerData } from "node:worker_threads";
-import { PGlite, type Transaction } from "@electric-sql/pglite";
+import { PGlite, parse, protocol, type Transaction } from "@electric-sql/pglite";
 
 export interface StoreWorkerData {
   dir: string;
@@ -54,6 +54,60 @@ const timer = setInterval(() => {
     .finally(() => (maintenance = undefined));
 }, maintenanceMs);
 
+/**
+ * Each statement the server runs, prepared once under a name, with its parameters' types and its rows'
+ * description. PGlite's query() parses, describes, binds, describes, executes and syncs a statement in
+ * six calls into the database, every time; a prepared one is bound, executed and synced in one. Measured
+ * in one process: 450 → 260 µs for a one-row statement, 1,200 → 900 µs for 64 rows; end to end (bench
+ * `delivery`, 3 pairs alternated) `serve`'s CPU per delivery 1,020–1,057 → 903–950 µs. The server's
+ * statements are a fixed set of texts; past MAX_PREPARED distinct texts, query() runs them unprepared.
+ */
+const MAX_PREPARED = 256;
+const prepared = new Map<string, { name: string; paramTypes: number[]; rowDescription?: unknown }>();
+
+/** The protocol's messages as one buffer: PGlite runs them in one call, up to their Sync. */
+function messages(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) (out.set(p, at), (at += p.length));
+  return out;
+}
+
+/** Runs a statement as PGlite's query() does (its lock, its types, its errors), prepared. */
+async function run(sql: string, params: unknown[], inTransaction: boolean): Promise<unknown[]> {
+  const exclusive = () =>
+    db.runExclusive(async () => {
+      let statement = prepared.get(sql);
+      if (!statement) {
+        const name = `s${prepared.size + 1}`;
+        const described = await db.execProtocolStream(
+          messages(protocol.serialize.parse({ name, text: sql }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()),
+          { syncToFs: false },
+        );
+        statement = { name, paramTypes: parse.parseDescribeStatementResults(described), rowDescription: described.find((m) => m.name === "rowDescription") };
+        prepared.set(sql, statement);
+      }
+      const values = params.map((value, i) => {
+        if (value === null || value === undefined) return null;
+        const serializer = db.serializers[statement.paramTypes[i]!];
+        return serializer ? serializer(value) : String(value);
+      });
+      const replies = await db.execProtocolStream(
+        messages(protocol.serialize.bind({ statement: statement.name, values }), protocol.serialize.execute({}), protocol.serialize.sync()),
+        { syncToFs: false },
+      );
+      if (!inTransaction) await db.syncToFs();
+      const [result] = parse.parseResults((statement.rowDescription ? [statement.rowDescription, ...replies] : replies) as typeof replies, db.parsers);
+      return result?.rows ?? [];
+    });
+  try {
+    // Outside a transaction, PGlite's own lock on transactions first, as query() takes it.
+    return await (inTransaction ? exclusive() : db._runExclusiveTransaction(exclusive));
+  } catch (error) {
+    throw Object.assign(error as Error, { query: sql });
+  }
+}
+
 /** Open transactions: the callback's handle, how to end it, and PGlite's promise of its end. */
 let nextTx = 1;
 const transactions = new Map<number, { tx: Transaction; end: (commit: boolean) => void; done: Promise<void> }>();
@@ -62,9 +116,13 @@ async function handle(request: StoreRequest): Promise<Omit<StoreReply, "id">> {
   await ready;
   switch (request.op) {
     case "query": {
-      const target = request.tx === undefined ? db : transactions.get(request.tx)?.tx;
-      if (!target) throw new Error(`transaction ${request.tx} is not open`);
-      return { rows: (await target.query(request.sql, request.params)).rows };
+      const inTransaction = request.tx !== undefined;
+      if (inTransaction && !transactions.has(request.tx!)) throw new Error(`transaction ${request.tx} is not open`);
+      if (prepared.size >= MAX_PREPARED && !prepared.has(request.sql)) {
+        const target = inTransaction ? transactions.get(request.tx!)!.tx : db;
+        return { rows: (await target.query(request.sql, request.params)).rows };
+      }
+      return { rows: await run(request.sql, request.params ?? [], inTransaction) };
     }
     case "begin": {
       const txId = nextTx++;
