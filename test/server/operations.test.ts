@@ -91,6 +91,10 @@ describe("the log (JSON lines)", () => {
     expect(await logged((l) => l.refusal === "invalid-client")).toMatchObject({ clientId: acme!.clientId, level: 40 });
     expect(await logged((l) => l.status === 422 && /not a public address/.test(l.msg))).toHaveProperty("reqId");
     expect(await logged((l) => l.delivery !== undefined)).toMatchObject({ delivery: { ok: false, recorded: "failed" } });
+    // Each request's two lines (D33; written without the redaction pass, D43): its id, what was asked, the answer.
+    const incoming = await logged((l) => l.msg === "incoming request" && l.req?.url === "/api/v2/webhooks");
+    expect(incoming).toMatchObject({ level: 30, reqId: expect.any(String), req: { method: "POST", host: expect.any(String), remoteAddress: expect.any(String), remotePort: expect.any(Number) } });
+    expect(await logged((l) => l.msg === "request completed" && l.reqId === incoming.reqId)).toMatchObject({ level: 30, res: { statusCode: 422 }, responseTime: expect.any(Number) });
     // Whatever a future log call passes: the redaction paths censor it.
     server.app.log.info({ probe: { client_secret: "probe-secret-1", authorization: "Bearer probe-token-2", password: "probe-password-3", smtpUrl: "smtp://u:probe-4@h" } }, "redaction probe");
     expect((await logged((l) => l.msg === "redaction probe")).probe).toEqual({ client_secret: "[redacted]", authorization: "[redacted]", password: "[redacted]", smtpUrl: "[redacted]" });

@@ -68,6 +68,29 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     }
   });
 
+  // The embedded store prepares each statement text once (store-worker.ts): what a prepared statement
+  // is given and answers, its errors, and texts past the number it keeps prepared.
+  it("answers every statement as written: parameters of every kind, errors that leave the connection usable, any number of texts", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      const params = [null, ["a", "b,c", 'q"', "{}", ""], true, ["1", "9007199254740993"], "ü ✓"];
+      const sql = "SELECT $1::text IS NULL AS a, $2::text[] AS b, $3::boolean AS c, $4::bigint[]::text[] AS d, $5::text AS e";
+      const expected = { a: true, b: params[1], c: true, d: params[3], e: params[4] };
+      for (let i = 0; i < 2; i++) expect((await db.query(sql, params)).rows).toEqual([expected]);
+      await expect(db.query("SELEC 1")).rejects.toMatchObject({ code: "42601" });
+      await db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"]);
+      await expect(db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"])).rejects.toMatchObject({ code: "23505" });
+      expect((await db.query(sql, params)).rows).toEqual([expected]);
+      expect(await db.transaction(async (tx) => (await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM tokens")).rows)).toEqual([{ n: 1 }]);
+      const texts = Array.from({ length: 300 }, (_, i) => `SELECT ${i}::int + $1::int AS n`);
+      for (const [i, text] of texts.entries()) expect((await db.query<{ n: number }>(text, [1])).rows).toEqual([{ n: i + 1 }]);
+      expect((await db.query<{ n: number }>(texts[0]!, [2])).rows).toEqual([{ n: 2 }]);
+    } finally {
+      await db.close();
+    }
+  });
+
   /**
    * The sequential and index scans of `table` so far in `tx`'s transaction, and the rows they read. This
    * connection's scans not yet reported to the statistics (migrate's index builds among them) are in it:
