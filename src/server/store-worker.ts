@@ -73,6 +73,61 @@ function messages(...parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/**
+ * The elements of the array types the server passes, in PostgreSQL's binary form (array_recv): each
+ * writes one element and says how many bytes it took, or is refused (undefined) for a value not of its type.
+ */
+const ARRAY_ELEMENTS: Record<number, { oid: number; size: (v: unknown) => number | undefined; write: (v: unknown, out: Buffer, at: number) => void }> = {
+  // text[]: events' bodies passed as text were parsed character by character (their quotes escaped): 12
+  // bodies of 774 characters cost 590 µs a statement, 233 µs in this form; end to end (bench `delivery`,
+  // 4 pairs alternated) `serve` used 803–863 µs of CPU per delivery against 827–873 µs.
+  1009: { oid: 25, size: (v) => (typeof v === "string" ? Buffer.byteLength(v) : undefined), write: (v, out, at) => void out.write(v as string, at) },
+  // bigint[]: a decimal string (as identifiers are passed), a safe integer or a bigint, within its range.
+  1016: { oid: 20, size: (v) => (int8Of(v) === undefined ? undefined : 8), write: (v, out, at) => void out.writeBigInt64BE(int8Of(v)!, at) },
+  1007: { oid: 23, size: (v) => (Number.isInteger(v) && (v as number) >= -(2 ** 31) && (v as number) < 2 ** 31 ? 4 : undefined), write: (v, out, at) => void out.writeInt32BE(v as number, at) },
+  1000: { oid: 16, size: (v) => (typeof v === "boolean" ? 1 : undefined), write: (v, out, at) => void out.writeUInt8(v ? 1 : 0, at) },
+};
+
+function int8Of(v: unknown): bigint | undefined {
+  const b = typeof v === "bigint" ? v : Number.isSafeInteger(v) ? BigInt(v as number) : typeof v === "string" && /^-?\d{1,19}$/.test(v) ? BigInt(v) : undefined;
+  return b !== undefined && b >= -(2n ** 63n) && b < 2n ** 63n ? b : undefined;
+}
+
+/** `values` as a one-dimensional array of type `arrayOid` in binary form, or undefined where it cannot be. */
+function binaryArray(arrayOid: number, values: unknown): Buffer | undefined {
+  const element = ARRAY_ELEMENTS[arrayOid];
+  if (!element || !Array.isArray(values)) return undefined;
+  const sizes: (number | null)[] = [];
+  for (const v of values) {
+    if (v === null || v === undefined) sizes.push(null);
+    else {
+      const size = element.size(v);
+      if (size === undefined) return undefined;
+      sizes.push(size);
+    }
+  }
+  if (values.length === 0) {
+    const empty = Buffer.alloc(12);
+    empty.writeUInt32BE(element.oid, 8);
+    return empty;
+  }
+  const out = Buffer.alloc(20 + sizes.reduce<number>((n, size) => n + 4 + (size ?? 0), 0));
+  out.writeInt32BE(1, 0);
+  out.writeInt32BE(sizes.includes(null) ? 1 : 0, 4);
+  out.writeUInt32BE(element.oid, 8);
+  out.writeInt32BE(values.length, 12);
+  out.writeInt32BE(1, 16);
+  let at = 20;
+  for (const [i, size] of sizes.entries()) {
+    out.writeInt32BE(size ?? -1, at);
+    at += 4;
+    if (size === null) continue;
+    element.write(values[i], out, at);
+    at += size;
+  }
+  return out;
+}
+
 /** Runs a statement as PGlite's query() does (its lock, its types, its errors), prepared. */
 async function run(sql: string, params: unknown[], inTransaction: boolean): Promise<unknown[]> {
   const exclusive = () =>
@@ -89,7 +144,10 @@ async function run(sql: string, params: unknown[], inTransaction: boolean): Prom
       }
       const values = params.map((value, i) => {
         if (value === null || value === undefined) return null;
-        const serializer = db.serializers[statement.paramTypes[i]!];
+        const type = statement.paramTypes[i]!;
+        const binary = binaryArray(type, value);
+        if (binary) return binary;
+        const serializer = db.serializers[type];
         return serializer ? serializer(value) : String(value);
       });
       const replies = await db.execProtocolStream(

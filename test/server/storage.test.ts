@@ -74,10 +74,14 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     const db = await (await fresh()).open();
     try {
       await migrate(db);
-      const params = [null, ["a", "b,c", 'q"', "{}", ""], true, ["1", "9007199254740993"], "ü ✓"];
-      const sql = "SELECT $1::text IS NULL AS a, $2::text[] AS b, $3::boolean AS c, $4::bigint[]::text[] AS d, $5::text AS e";
-      const expected = { a: true, b: params[1], c: true, d: params[3], e: params[4] };
+      const params = [null, ["a", "b,c", 'q"\\', "{}", "", null, "ü ✓"], true, ["1", "-9223372036854775808", null], "ü ✓", [], [200, null, -5], [true, false, null], [1, 2n]];
+      const sql =
+        "SELECT $1::text IS NULL AS a, $2::text[] AS b, $3::boolean AS c, $4::bigint[]::text[] AS d, $5::text AS e, cardinality($6::bigint[]) AS f, $7::integer[] AS g, $8::boolean[] AS h, $9::bigint[]::text[] AS i";
+      const expected = { a: true, b: params[1], c: true, d: params[3], e: params[4], f: 0, g: params[6], h: params[7], i: ["1", "2"] };
       for (let i = 0; i < 2; i++) expect((await db.query(sql, params)).rows).toEqual([expected]);
+      // What PostgreSQL refuses in an array's text is refused as such however it is passed.
+      await expect(db.query("SELECT $1::bigint[] AS a", [["9223372036854775808"]])).rejects.toMatchObject({ code: "22003" });
+      await expect(db.query("SELECT $1::bigint[] AS a", [["1", "x1"]])).rejects.toMatchObject({ code: "22P02" });
       await expect(db.query("SELEC 1")).rejects.toMatchObject({ code: "42601" });
       await db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"]);
       await expect(db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"])).rejects.toMatchObject({ code: "23505" });
