@@ -180,6 +180,12 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         "INSERT INTO leads (id, request_id, business_id, status, created_at, expires_at) SELECT 'l' || i, 'r' || i, '4711', CASE WHEN i % 3 = 0 THEN 'hired' ELSE 'new' END, 0, 1000000 + i FROM generate_series(1, 5000) i",
       );
       await db.query("ANALYZE leads");
+      // Past PostgreSQL's first five plans of a prepared statement (the embedded store prepares each
+      // text once), so that what is measured is the plan kept for every pass after.
+      for (let i = 0; i < 8; i++) {
+        expect((await db.query(EXPIRE_DUE_LEADS, [999999])).rows).toEqual([]);
+        await db.query(NEXT_DUE_AT, [999999]);
+      }
       const scans = await scansOf(db, "leads", async (tx) => {
         expect((await tx.query(EXPIRE_DUE_LEADS, [1000002])).rows).toHaveLength(2);
         expect(Number((await tx.query<{ at: string | number }>(NEXT_DUE_AT, [1000002])).rows[0]!.at)).toBe(1000004);
