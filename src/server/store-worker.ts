@@ -65,27 +65,32 @@ const timer = setInterval(() => {
 const MAX_PREPARED = 256;
 const prepared = new Map<string, { name: string; paramTypes: number[]; rowDescription?: unknown }>();
 
-/** The protocol's messages as one buffer: PGlite runs them in one call, up to their Sync. */
-function messages(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) (out.set(p, at), (at += p.length));
-  return out;
-}
-
 /**
- * The elements of the array types the server passes, in PostgreSQL's binary form (array_recv): each
- * writes one element and says how many bytes it took, or is refused (undefined) for a value not of its type.
+ * The elements of the array types the server passes, in PostgreSQL's binary form (array_recv): `of`
+ * takes a value as the element (undefined: not of its type, the whole array then goes as text, for
+ * PostgreSQL to judge), `size` and `write` its bytes.
  */
-const ARRAY_ELEMENTS: Record<number, { oid: number; size: (v: unknown) => number | undefined; write: (v: unknown, out: Buffer, at: number) => void }> = {
+interface ArrayElement<T> {
+  oid: number;
+  of: (v: unknown) => T | undefined;
+  size: (v: T) => number;
+  write: (v: T, out: Buffer, at: number) => void;
+}
+const element = <T>(e: ArrayElement<T>) => e as ArrayElement<unknown>;
+const ARRAY_ELEMENTS: Record<number, ArrayElement<unknown>> = {
   // text[]: events' bodies passed as text were parsed character by character (their quotes escaped): 12
   // bodies of 774 characters cost 590 µs a statement, 233 µs in this form; end to end (bench `delivery`,
   // 4 pairs alternated) `serve` used 803–863 µs of CPU per delivery against 827–873 µs.
-  1009: { oid: 25, size: (v) => (typeof v === "string" ? Buffer.byteLength(v) : undefined), write: (v, out, at) => void out.write(v as string, at) },
+  1009: element<string>({ oid: 25, of: (v) => (typeof v === "string" ? v : undefined), size: (v) => Buffer.byteLength(v), write: (v, out, at) => void out.write(v, at) }),
   // bigint[]: a decimal string (as identifiers are passed), a safe integer or a bigint, within its range.
-  1016: { oid: 20, size: (v) => (int8Of(v) === undefined ? undefined : 8), write: (v, out, at) => void out.writeBigInt64BE(int8Of(v)!, at) },
-  1007: { oid: 23, size: (v) => (Number.isInteger(v) && (v as number) >= -(2 ** 31) && (v as number) < 2 ** 31 ? 4 : undefined), write: (v, out, at) => void out.writeInt32BE(v as number, at) },
-  1000: { oid: 16, size: (v) => (typeof v === "boolean" ? 1 : undefined), write: (v, out, at) => void out.writeUInt8(v ? 1 : 0, at) },
+  1016: element<bigint>({ oid: 20, of: int8Of, size: () => 8, write: (v, out, at) => void out.writeBigInt64BE(v, at) }),
+  1007: element<number>({
+    oid: 23,
+    of: (v) => (Number.isInteger(v) && (v as number) >= -(2 ** 31) && (v as number) < 2 ** 31 ? (v as number) : undefined),
+    size: () => 4,
+    write: (v, out, at) => void out.writeInt32BE(v, at),
+  }),
+  1000: element<boolean>({ oid: 16, of: (v) => (typeof v === "boolean" ? v : undefined), size: () => 1, write: (v, out, at) => void out.writeUInt8(v ? 1 : 0, at) }),
 };
 
 function int8Of(v: unknown): bigint | undefined {
@@ -95,48 +100,45 @@ function int8Of(v: unknown): bigint | undefined {
 
 /** `values` as a one-dimensional array of type `arrayOid` in binary form, or undefined where it cannot be. */
 function binaryArray(arrayOid: number, values: unknown): Buffer | undefined {
-  const element = ARRAY_ELEMENTS[arrayOid];
-  if (!element || !Array.isArray(values)) return undefined;
-  const sizes: (number | null)[] = [];
+  const type = ARRAY_ELEMENTS[arrayOid];
+  if (!type || !Array.isArray(values)) return undefined;
+  const elements: unknown[] = [];
   for (const v of values) {
-    if (v === null || v === undefined) sizes.push(null);
-    else {
-      const size = element.size(v);
-      if (size === undefined) return undefined;
-      sizes.push(size);
-    }
+    const e = v === null || v === undefined ? null : type.of(v);
+    if (e === undefined) return undefined;
+    elements.push(e);
   }
-  if (values.length === 0) {
-    const empty = Buffer.alloc(12);
-    empty.writeUInt32BE(element.oid, 8);
-    return empty;
-  }
+  const sizes = elements.map((e) => (e === null ? null : type.size(e)));
   const out = Buffer.alloc(20 + sizes.reduce<number>((n, size) => n + 4 + (size ?? 0), 0));
   out.writeInt32BE(1, 0);
   out.writeInt32BE(sizes.includes(null) ? 1 : 0, 4);
-  out.writeUInt32BE(element.oid, 8);
-  out.writeInt32BE(values.length, 12);
+  out.writeUInt32BE(type.oid, 8);
+  out.writeInt32BE(elements.length, 12);
   out.writeInt32BE(1, 16);
   let at = 20;
   for (const [i, size] of sizes.entries()) {
     out.writeInt32BE(size ?? -1, at);
     at += 4;
     if (size === null) continue;
-    element.write(values[i], out, at);
+    type.write(elements[i], out, at);
     at += size;
   }
   return out;
 }
 
-/** Runs a statement as PGlite's query() does (its lock, its types, its errors), prepared. */
-async function run(sql: string, params: unknown[], inTransaction: boolean): Promise<unknown[]> {
+/**
+ * Runs a statement as PGlite's query() does (its lock, its types, its errors), prepared; in `tx` when
+ * given. A text new past MAX_PREPARED is run by query(), unprepared.
+ */
+async function run(sql: string, params: unknown[], tx: Transaction | undefined): Promise<unknown[]> {
+  if (!prepared.has(sql) && prepared.size >= MAX_PREPARED) return (await (tx ?? db).query(sql, params)).rows;
   const exclusive = () =>
     db.runExclusive(async () => {
       let statement = prepared.get(sql);
       if (!statement) {
         const name = `s${prepared.size + 1}`;
         const described = await db.execProtocolStream(
-          messages(protocol.serialize.parse({ name, text: sql }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()),
+          Buffer.concat([protocol.serialize.parse({ name, text: sql }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()]),
           { syncToFs: false },
         );
         statement = { name, paramTypes: parse.parseDescribeStatementResults(described), rowDescription: described.find((m) => m.name === "rowDescription") };
@@ -150,17 +152,18 @@ async function run(sql: string, params: unknown[], inTransaction: boolean): Prom
         const serializer = db.serializers[type];
         return serializer ? serializer(value) : String(value);
       });
+      // Bind, execute and sync as one buffer: PGlite runs them in one call.
       const replies = await db.execProtocolStream(
-        messages(protocol.serialize.bind({ statement: statement.name, values }), protocol.serialize.execute({}), protocol.serialize.sync()),
+        Buffer.concat([protocol.serialize.bind({ statement: statement.name, values }), protocol.serialize.execute({}), protocol.serialize.sync()]),
         { syncToFs: false },
       );
-      if (!inTransaction) await db.syncToFs();
+      if (!tx) await db.syncToFs();
       const [result] = parse.parseResults((statement.rowDescription ? [statement.rowDescription, ...replies] : replies) as typeof replies, db.parsers);
       return result?.rows ?? [];
     });
   try {
     // Outside a transaction, PGlite's own lock on transactions first, as query() takes it.
-    return await (inTransaction ? exclusive() : db._runExclusiveTransaction(exclusive));
+    return await (tx ? exclusive() : db._runExclusiveTransaction(exclusive));
   } catch (error) {
     throw Object.assign(error as Error, { query: sql });
   }
@@ -174,13 +177,9 @@ async function handle(request: StoreRequest): Promise<Omit<StoreReply, "id">> {
   await ready;
   switch (request.op) {
     case "query": {
-      const inTransaction = request.tx !== undefined;
-      if (inTransaction && !transactions.has(request.tx!)) throw new Error(`transaction ${request.tx} is not open`);
-      if (prepared.size >= MAX_PREPARED && !prepared.has(request.sql)) {
-        const target = inTransaction ? transactions.get(request.tx!)!.tx : db;
-        return { rows: (await target.query(request.sql, request.params)).rows };
-      }
-      return { rows: await run(request.sql, request.params ?? [], inTransaction) };
+      const open = request.tx === undefined ? undefined : transactions.get(request.tx);
+      if (request.tx !== undefined && !open) throw new Error(`transaction ${request.tx} is not open`);
+      return { rows: await run(request.sql, request.params ?? [], open?.tx) };
     }
     case "begin": {
       const txId = nextTx++;
