@@ -449,13 +449,18 @@ ALTER TABLE notifications DROP COLUMN IF EXISTS recipient;
  * the embedded store the per-outcome statements were most of a delivery's database time): within a
  * run the order does not change any counter, so their places in the recorded order (recorded_seq)
  * may come in any order among themselves, always after what precedes the run and before what follows.
+ * It answers a row for each outcome not recorded as succeeded (stale, failed, disabled, cancelled):
+ * one per succeeded outcome, nearly all of them, cost the embedded store 12-14 µs of its thread's
+ * CPU per outcome (64 against 77, 40 a statement). It has a name of its own because its rows changed:
+ * record_outcomes, its earlier form, stays in databases made before, for servers of the earlier
+ * version still running on the same PostgreSQL while others are upgraded.
  * "state || '' = ..." (here and in claim_due_attempts) is the state test no partial index can answer:
  * with "state = 'in_flight'" the planner read every in-flight row through attempts_in_flight and
  * filtered them by id, instead of probing the primary key per id (measured on PostgreSQL with 3,000
  * attempts: the database's CPU for recording 73–97 µs per outcome before, 40–47 after).
  */
 const RECORD_OUTCOMES = `
-CREATE OR REPLACE FUNCTION record_outcomes(
+CREATE OR REPLACE FUNCTION record_attempt_outcomes(
   p_attempts bigint[], p_webhooks text[], p_ok boolean[], p_cancelled boolean[], p_status integer[],
   p_error text[], p_ended_at bigint[], p_retry_at bigint[], p_owner text, p_threshold integer)
 RETURNS TABLE (attempt_id bigint, ended text) LANGUAGE plpgsql SET enable_seqscan = off AS $$
@@ -485,11 +490,14 @@ BEGIN
         UPDATE webhooks SET consecutive_failures = 0
           WHERE id IN (SELECT webhook_id FROM recorded) AND status = 'enabled' AND consecutive_failures <> 0)
       SELECT coalesce(array_agg(id), '{}') INTO done FROM recorded;
-      FOR k IN i .. j LOOP
-        attempt_id := p_attempts[k];
-        ended := CASE WHEN p_attempts[k] = ANY(done) THEN 'succeeded' ELSE 'stale' END;
-        RETURN NEXT;
-      END LOOP;
+      IF cardinality(done) < j - i + 1 THEN
+        FOR k IN i .. j LOOP
+          CONTINUE WHEN p_attempts[k] = ANY(done);
+          attempt_id := p_attempts[k];
+          ended := 'stale';
+          RETURN NEXT;
+        END LOOP;
+      END IF;
       i := j + 1;
       CONTINUE;
     END IF;

@@ -41,6 +41,9 @@ export interface EngineOptions {
   lookAroundMs?: number;
 }
 
+/** An attempt's bytes and their signature (DeliveryParts.sign). */
+type Signed = ReturnType<DeliveryParts["sign"]>;
+
 /** Records an event and queues its first attempts, inside the caller's transaction. */
 export type Emit = (name: EventName, businessID: string, data: Record<string, unknown>, at?: number) => Promise<{ id: string; queuedFor: number }>;
 
@@ -267,9 +270,27 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   // -- One attempt -------------------------------------------------------------------------------
 
-  async function attempt(a: ClaimedAttempt): Promise<Outcome | undefined> {
+  /**
+   * A claim's attempts are signed as it returns, one after another, not each as it starts: made
+   * between attempts, a signature found the signing code and data evicted from the caches (by the
+   * database's thread and the connections' TLS) and cost 15-25 µs of CPU instead of 5 (measured with
+   * 8 MB read between signatures; in `serve`, sustained embedded, 8 runs alternated: 340-380 against
+   * 360-413 µs of CPU per delivery). Undeliverable attempts are not signed.
+   */
+  function signClaimed(claimed: ClaimedAttempt[]): (Signed | undefined)[] {
+    return claimed.map((a) => {
+      if (!parts.deliverable(a)) return undefined;
+      // A signer that throws fails its attempt, as a rejection would.
+      const signed = (async () => parts.sign({ ...a, body: a.body!, secret: a.secret! }))();
+      // Awaited by the attempt; one that never starts (a stop) must not leave a failure unhandled.
+      signed.catch(() => undefined);
+      return signed;
+    });
+  }
+
+  async function attempt(a: ClaimedAttempt, signed: Signed | undefined): Promise<Outcome | undefined> {
     const base = { attemptId: a.id, webhookId: a.webhookId };
-    if (!parts.deliverable(a)) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
+    if (!signed) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
     // The attempt starts, and its timeout with it, once its webhook's share of the origin admits it,
     // which is only with a connection free for it (D40): a burst waits here, before its deadline.
     let slot = webhooks.get(a.webhookId);
@@ -277,7 +298,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     slot.claimed++;
     const own = slot;
     try {
-      return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, base));
+      return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, signed, base));
     } finally {
       if (--own.claimed === 0) webhooks.delete(a.webhookId);
       // Left out of claims while it had enough claimed: claimed for again now.
@@ -285,11 +306,11 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     }
   }
 
-  async function attemptNow(a: ClaimedAttempt, base: { attemptId: string; webhookId: string }): Promise<Outcome | undefined> {
+  async function attemptNow(a: ClaimedAttempt, signed: Signed, base: { attemptId: string; webhookId: string }): Promise<Outcome | undefined> {
     if (stopped) return undefined;
     await parts.timing.beforeAttempt?.();
     const startedAt = clock.now();
-    const { body, signature } = await parts.sign({ ...a, body: a.body!, secret: a.secret! });
+    const { body, signature } = await signed;
     if (stopped) return undefined;
     const signal = deadlines.start();
     try {
@@ -308,11 +329,11 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   }
 
   /** Makes an attempt, records it, then what its outcome calls for: the e-mail of a disabling, the retry's timer. */
-  async function run(a: ClaimedAttempt): Promise<void> {
+  async function run(a: ClaimedAttempt, signed: Signed | undefined): Promise<void> {
     attemptsUnderWay++;
     let outcome: Outcome | undefined;
     try {
-      outcome = await attempt(a);
+      outcome = await attempt(a, signed);
       if (!outcome) return;
     } finally {
       attemptsUnderWay--;
@@ -444,7 +465,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         continue;
       }
       const due = await parts.claim(now, limit, { busy, perWebhook });
-      const runs = due.map((a) => track(run(a), `attempt ${a.id}`));
+      const signed = signClaimed(due);
+      const runs = due.map((a, i) => track(run(a, signed[i]), `attempt ${a.id}`));
       // Kept only to be waited for: a run in the background may claim a whole backlog.
       if (waitForAttempts) started.push(...runs);
       // A claim short of its limit took every due attempt but those of the busy webhooks and of the

@@ -298,7 +298,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     async record(outcomes) {
       const column = <T>(pick: (o: Outcome) => T) => outcomes.map(pick);
       const { rows } = await db.query<{ attempt_id: string; ended: Recorded }>(
-        "SELECT attempt_id::text, ended FROM record_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        // Rows only for the outcomes not recorded as succeeded (store.ts).
+        "SELECT attempt_id::text, ended FROM record_attempt_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         [
           column((o) => o.attemptId),
           column((o) => o.webhookId),
@@ -312,7 +313,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
           rules.disableAfterConsecutiveFailures,
         ],
       );
-      return rows.map((r) => r.ended);
+      const ended = new Map(rows.map((r) => [r.attempt_id, r.ended]));
+      return outcomes.map((o) => ended.get(o.attemptId) ?? "succeeded");
     },
 
     sendMail: (mail) => ctx.transport(mail),
