@@ -8,7 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startServe } from "../../scripts/bench/lib/procs.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
+import { Agent } from "undici";
+import { loadDeliveryRules } from "@partner-platform/sdk";
+import { createClock } from "../../src/server/clock.js";
+import { defaultParts } from "../../src/server/delivery/parts.js";
 import { startServer } from "../../src/server/index.js";
+import { addressPolicy } from "../../src/server/ssrf.js";
 import { EXPIRE_DUE_LEADS, migrate, NEXT_DUE_AT, nextId, openEmbedded, openPostgres, recordOwners, type Db, type Queryable } from "../../src/server/store.js";
 import { validatorFor } from "../../src/spec.js";
 import { client, envelope, register, storageBackends } from "./helpers.js";
@@ -165,6 +170,60 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         return (await tableReads(tx, "events")).rows - before.rows;
       });
       expect(read, "events read by a claim of 32").toBeLessThanOrEqual(32);
+    } finally {
+      await db.close();
+    }
+  });
+
+  // record_attempt_outcomes answers rows only for the outcomes not recorded as succeeded; the engine
+  // reads every other outcome of the batch as succeeded, so a stale one inside a run of successes must
+  // come back by its id, and the others keep their places.
+  it("records a batch's outcomes each as it ended: succeeded, stale where another process took the claim, failed, cancelled", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      await db.query(TWENTY_WEBHOOKS);
+      await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 6) i");
+      const claimed = (await db.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 32, '{}')")).rows
+        .filter((r) => r.id !== null)
+        .map((r) => String(r.id));
+      expect(claimed).toHaveLength(6);
+      // The second attempt's lease was taken over by another process.
+      await db.query("UPDATE attempts SET claimed_by = 'other' WHERE id = $1", [claimed[1]]);
+      const parts = defaultParts({
+        db,
+        clock: createClock("virtual"),
+        rules: loadDeliveryRules(),
+        owner: "me",
+        leaseMs: 10_000,
+        dispatcher: new Agent(),
+        attemptTimeoutRealMs: 1000,
+        addressPolicy: addressPolicy({ allowLoopback: true }),
+        transport: async () => undefined,
+      });
+      const outcome = (i: number, fields: { ok: boolean; cancelled?: boolean; status?: number; retryAt?: number }) =>
+        ({ attemptId: claimed[i]!, webhookId: "w1", cancelled: false, endedAt: 10 + i, ...fields });
+      const recorded = await parts.record([
+        outcome(0, { ok: true, status: 200 }),
+        outcome(1, { ok: true, status: 200 }),
+        outcome(2, { ok: true, status: 204 }),
+        outcome(3, { ok: false, status: 500, retryAt: 100 }),
+        outcome(4, { ok: false, cancelled: true }),
+        outcome(5, { ok: true, status: 201 }),
+      ]);
+      expect(recorded).toEqual(["succeeded", "stale", "succeeded", "failed", "cancelled", "succeeded"]);
+      const { rows } = await db.query<{ event_id: string; attempt: number; state: string; status: number | null }>(
+        "SELECT event_id, attempt, state, status FROM attempts ORDER BY event_id, attempt",
+      );
+      expect(rows).toEqual([
+        { event_id: "e1", attempt: 1, state: "succeeded", status: 200 },
+        { event_id: "e2", attempt: 1, state: "in_flight", status: null },
+        { event_id: "e3", attempt: 1, state: "succeeded", status: 204 },
+        { event_id: "e4", attempt: 1, state: "failed", status: 500 },
+        { event_id: "e4", attempt: 2, state: "pending", status: null },
+        { event_id: "e5", attempt: 1, state: "cancelled", status: null },
+        { event_id: "e6", attempt: 1, state: "succeeded", status: 201 },
+      ]);
     } finally {
       await db.close();
     }
