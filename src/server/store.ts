@@ -449,21 +449,22 @@ ALTER TABLE notifications DROP COLUMN IF EXISTS recipient;
  * the embedded store the per-outcome statements were most of a delivery's database time): within a
  * run the order does not change any counter, so their places in the recorded order (recorded_seq)
  * may come in any order among themselves, always after what precedes the run and before what follows.
- * It answers a row for each outcome not recorded as succeeded (stale, failed, disabled, cancelled):
- * one per succeeded outcome, nearly all of them, cost the embedded store 12-14 µs of its thread's
- * CPU per outcome (64 against 77, 40 a statement). It has a name of its own because its rows changed:
- * record_outcomes, its earlier form, stays in databases made before, for servers of the earlier
- * version still running on the same PostgreSQL while others are upgraded.
+ * It answers a row for each outcome not recorded as succeeded (stale, failed, disabled, cancelled),
+ * with the outcome's place in the arrays (1-based; an attempt may appear twice, made again after its
+ * lease lapsed): a row per succeeded outcome, nearly all of them, cost the embedded store 12-14 µs of
+ * its thread's CPU per outcome (64 against 77, 40 a statement). It has a name of its own because its
+ * rows changed: record_outcomes, its earlier form, stays in databases made before, for servers of the
+ * earlier version still running on the same PostgreSQL while others are upgraded.
  * "state || '' = ..." (here and in claim_due_attempts) is the state test no partial index can answer:
  * with "state = 'in_flight'" the planner read every in-flight row through attempts_in_flight and
  * filtered them by id, instead of probing the primary key per id (measured on PostgreSQL with 3,000
  * attempts: the database's CPU for recording 73–97 µs per outcome before, 40–47 after).
  */
 const RECORD_OUTCOMES = `
-CREATE OR REPLACE FUNCTION record_attempt_outcomes(
+CREATE OR REPLACE FUNCTION record_batch_outcomes(
   p_attempts bigint[], p_webhooks text[], p_ok boolean[], p_cancelled boolean[], p_status integer[],
   p_error text[], p_ended_at bigint[], p_retry_at bigint[], p_owner text, p_threshold integer)
-RETURNS TABLE (attempt_id bigint, ended text) LANGUAGE plpgsql SET enable_seqscan = off AS $$
+RETURNS TABLE (place integer, ended text) LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   i integer := 1;
   j integer;
@@ -493,7 +494,7 @@ BEGIN
       IF cardinality(done) < j - i + 1 THEN
         FOR k IN i .. j LOOP
           CONTINUE WHEN p_attempts[k] = ANY(done);
-          attempt_id := p_attempts[k];
+          place := k;
           ended := 'stale';
           RETURN NEXT;
         END LOOP;
@@ -501,7 +502,7 @@ BEGIN
       i := j + 1;
       CONTINUE;
     END IF;
-    attempt_id := p_attempts[i];
+    place := i;
     UPDATE attempts SET
         state = CASE WHEN p_cancelled[i] THEN 'cancelled' WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END,
         status = p_status[i], error = p_error[i], finished_at = p_ended_at[i], claimed_by = NULL,

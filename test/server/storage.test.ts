@@ -175,10 +175,11 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     }
   });
 
-  // record_attempt_outcomes answers rows only for the outcomes not recorded as succeeded; the engine
-  // reads every other outcome of the batch as succeeded, so a stale one inside a run of successes must
-  // come back by its id, and the others keep their places.
-  it("records a batch's outcomes each as it ended: succeeded, stale where another process took the claim, failed, cancelled", async () => {
+  // record_batch_outcomes answers rows only for the outcomes not recorded as succeeded, by their place
+  // in the batch; the engine reads every other outcome as succeeded. A stale one inside a run of
+  // successes must come back at its place, and so must an attempt's second outcome in one batch (made
+  // again after its lease lapsed), which its id alone would confuse with its first.
+  it("records a batch's outcomes each as it ended: succeeded, stale where another process took the claim or it was recorded already, failed, cancelled", async () => {
     const db = await (await fresh()).open();
     try {
       await migrate(db);
@@ -210,8 +211,9 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         outcome(3, { ok: false, status: 500, retryAt: 100 }),
         outcome(4, { ok: false, cancelled: true }),
         outcome(5, { ok: true, status: 201 }),
+        outcome(0, { ok: false, status: 503, retryAt: 100 }),
       ]);
-      expect(recorded).toEqual(["succeeded", "stale", "succeeded", "failed", "cancelled", "succeeded"]);
+      expect(recorded).toEqual(["succeeded", "stale", "succeeded", "failed", "cancelled", "succeeded", "stale"]);
       const { rows } = await db.query<{ event_id: string; attempt: number; state: string; status: number | null }>(
         "SELECT event_id, attempt, state, status FROM attempts ORDER BY event_id, attempt",
       );

@@ -297,9 +297,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
 
     async record(outcomes) {
       const column = <T>(pick: (o: Outcome) => T) => outcomes.map(pick);
-      const { rows } = await db.query<{ attempt_id: string; ended: Recorded }>(
-        // Rows only for the outcomes not recorded as succeeded (store.ts).
-        "SELECT attempt_id::text, ended FROM record_attempt_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+      const { rows } = await db.query<{ place: number; ended: Recorded }>(
+        // Rows only for the outcomes not recorded as succeeded, by their place in the batch (store.ts).
+        "SELECT place, ended FROM record_batch_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         [
           column((o) => o.attemptId),
           column((o) => o.webhookId),
@@ -313,8 +313,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
           rules.disableAfterConsecutiveFailures,
         ],
       );
-      const ended = new Map(rows.map((r) => [r.attempt_id, r.ended]));
-      return outcomes.map((o) => ended.get(o.attemptId) ?? "succeeded");
+      const ended = outcomes.map((): Recorded => "succeeded");
+      for (const r of rows) ended[r.place - 1] = r.ended;
+      return ended;
     },
 
     sendMail: (mail) => ctx.transport(mail),
