@@ -1,8 +1,13 @@
 // What the reference server's tests share: its API through the typed client, and the control API.
 import { postgresBinDir } from "../../scripts/postgres.js";
-import { createPartnerClient, type EventName } from "@partner-platform/sdk";
+import { createPartnerClient, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
+import { Agent } from "undici";
 import { afterEach } from "vitest";
+import { createClock } from "../../src/server/clock.js";
+import type { PartsContext } from "../../src/server/delivery/parts.js";
 import { loadConfig, startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
+import { addressPolicy } from "../../src/server/ssrf.js";
+import type { Db } from "../../src/server/store.js";
 
 export const client = loadConfig().clients[0]!;
 
@@ -41,6 +46,26 @@ export function control(server: RunningServer) {
 }
 
 /** The envelope of a delivery's body. */
+/**
+ * What the delivery parts (parts.ts defaultParts) are made with, for a test of one of them: a virtual
+ * clock, the contract's rules, loopback receivers allowed, e-mail dropped; `db` and `dispatcher` only
+ * where the part uses them.
+ */
+export function partsContext(given: Partial<PartsContext> = {}): PartsContext {
+  return {
+    db: {} as Db,
+    clock: createClock("virtual"),
+    rules: loadDeliveryRules(),
+    owner: "test",
+    leaseMs: 10_000,
+    dispatcher: given.dispatcher ?? new Agent(),
+    attemptTimeoutRealMs: 1000,
+    addressPolicy: addressPolicy({ allowLoopback: true }),
+    transport: async () => undefined,
+    ...given,
+  };
+}
+
 export const envelope = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id: string; event: EventName; timestamp: string; data: Record<string, any> };
 
 /**

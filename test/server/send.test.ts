@@ -5,28 +5,15 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadDeliveryRules } from "@partner-platform/sdk";
-import { createClock } from "../../src/server/clock.js";
 import { createDeadlines } from "../../src/server/delivery/deadlines.js";
-import { defaultParts, type PartsContext } from "../../src/server/delivery/parts.js";
-import { addressPolicy } from "../../src/server/ssrf.js";
-import type { Db } from "../../src/server/store.js";
+import { defaultParts } from "../../src/server/delivery/parts.js";
+import { partsContext } from "./helpers.js";
 
 const TIMEOUT_MS = 400;
 let server: Server;
 let base = "";
 const dispatcher = new Agent({ connections: 4 });
-const send = defaultParts({
-  db: {} as Db,
-  clock: createClock("virtual"),
-  rules: loadDeliveryRules(),
-  owner: "test",
-  leaseMs: 10_000,
-  dispatcher,
-  attemptTimeoutRealMs: TIMEOUT_MS,
-  addressPolicy: addressPolicy({ allowLoopback: true }),
-  transport: async () => undefined,
-} satisfies PartsContext).send;
+const send = defaultParts(partsContext({ dispatcher, attemptTimeoutRealMs: TIMEOUT_MS })).send;
 
 beforeAll(async () => {
   server = createServer((req, res) => {

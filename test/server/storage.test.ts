@@ -8,15 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startServe } from "../../scripts/bench/lib/procs.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
-import { Agent } from "undici";
-import { loadDeliveryRules } from "@partner-platform/sdk";
-import { createClock } from "../../src/server/clock.js";
 import { defaultParts } from "../../src/server/delivery/parts.js";
 import { startServer } from "../../src/server/index.js";
-import { addressPolicy } from "../../src/server/ssrf.js";
 import { EXPIRE_DUE_LEADS, migrate, NEXT_DUE_AT, nextId, openEmbedded, openPostgres, recordOwners, type Db, type Queryable } from "../../src/server/store.js";
 import { validatorFor } from "../../src/spec.js";
-import { client, envelope, register, storageBackends } from "./helpers.js";
+import { client, envelope, partsContext, register, storageBackends } from "./helpers.js";
 
 describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   let pg: TestPostgres | undefined;
@@ -191,17 +187,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       expect(claimed).toHaveLength(6);
       // The second attempt's lease was taken over by another process.
       await db.query("UPDATE attempts SET claimed_by = 'other' WHERE id = $1", [claimed[1]]);
-      const parts = defaultParts({
-        db,
-        clock: createClock("virtual"),
-        rules: loadDeliveryRules(),
-        owner: "me",
-        leaseMs: 10_000,
-        dispatcher: new Agent(),
-        attemptTimeoutRealMs: 1000,
-        addressPolicy: addressPolicy({ allowLoopback: true }),
-        transport: async () => undefined,
-      });
+      const parts = defaultParts(partsContext({ db, owner: "me" }));
       const outcome = (i: number, fields: { ok: boolean; cancelled?: boolean; status?: number; retryAt?: number }) =>
         ({ attemptId: claimed[i]!, webhookId: "w1", cancelled: false, endedAt: 10 + i, ...fields });
       const recorded = await parts.record([

@@ -290,6 +290,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   async function attempt(a: ClaimedAttempt, signed: Signed | undefined): Promise<Outcome | undefined> {
     const base = { attemptId: a.id, webhookId: a.webhookId };
+    // Not signed: not deliverable (its webhook or event gone, or the webhook disabled).
     if (!signed) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
     // The attempt starts, and its timeout with it, once its webhook's share of the origin admits it,
     // which is only with a connection free for it (D40): a burst waits here, before its deadline.
