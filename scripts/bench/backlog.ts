@@ -2,18 +2,27 @@
 // processes of the delivery bench: `partner-platform serve` (embedded store) delivering to W webhooks
 // of one receiver process, every third attempt failing (retried 60 ms later; never 5 failures in a row,
 // so no webhook is disabled). Prints the drain rate, the server's peak RSS, and how late retries came
-// against backlog ÷ throughput, the lateness a fair queue must allow.
-// BENCH_BACKLOG_WEBHOOKS (1000) × BENCH_BACKLOG_EVENTS (100) first attempts; BENCH_SERVE_ARGS adds flags.
+// against backlog ÷ throughput, the lateness a fair queue must allow. The rate it is held to, the
+// sustained rate of the same workload, is measured first in the same server: the same webhooks and
+// failures at a tenth of the backlog (BENCH_BACKLOG_ROUNDS counted after BENCH_BACKLOG_WARMUP), so a
+// cost that grows with the backlog shows as a ratio below 1.
+// BENCH_BACKLOG_WEBHOOKS (1000) × BENCH_BACKLOG_EVENTS (100) first attempts; BENCH_BACKLOG_FAILING=none
+// makes every attempt succeed (what the failures and their retries cost); BENCH_SERVE_ARGS adds flags.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Bench, BenchResult } from "../bench.js";
-import { cpuMicros, percentile, startServe, startWorker, watchRss } from "./lib/procs.js";
+import { cpuMicros, median, percentile, range, startServe, startWorker, watchRss } from "./lib/procs.js";
 
 const WEBHOOKS = Number(process.env.BENCH_BACKLOG_WEBHOOKS ?? 1000);
 const EVENTS = Number(process.env.BENCH_BACKLOG_EVENTS ?? 100);
+const ROUNDS = Number(process.env.BENCH_BACKLOG_ROUNDS ?? 3);
+const WARMUP = Number(process.env.BENCH_BACKLOG_WARMUP ?? 2);
+const FAILING = process.env.BENCH_BACKLOG_FAILING === "none" ? "none" : "every third";
 const SCALE = 0.001;
 const FIRST_WAIT_MS = 60_000 * SCALE;
+/** No attempt for this long once every first attempt has been made: a drain is over (retries come 60 ms after their failure). */
+const QUIET_MS = 500;
 
 const bench: Bench = async () => {
   const results: BenchResult[] = [];
@@ -26,41 +35,69 @@ const bench: Bench = async () => {
     writeFileSync(path.join(dir, "ca.pem"), ca);
     const extra = (process.env.BENCH_SERVE_ARGS ?? "").split(" ").filter(Boolean);
     serve = await startServe(["--port", "0", "--conformance", "--webhook-ca", path.join(dir, "ca.pem"), "--clock", `scaled:${SCALE}`, ...extra]);
-    const idleMb = watchRss(serve.child.pid!).stop();
-    await load.call("setup", { server: serve.url, urls: Array.from({ length: WEBHOOKS }, (_, i) => `${origin}/fail-third/${i}`), businessID: "4711" });
+    const pid = serve.child.pid!;
+    const idleMb = watchRss(pid).stop();
+    await load.call("setup", { server: serve.url, urls: Array.from({ length: WEBHOOKS }, (_, i) => `${origin}/${FAILING === "none" ? "ok" : "fail-third"}/${i}`), businessID: "4711" });
+    // Tracked from the first round: a retry succeeds only where the receiver knows it for one.
+    await receiver.call("track", true);
+
+    /** Triggers `events` events to every webhook and waits until their attempts and retries are made: attempts/s from the first trigger to the last attempt. */
+    const drain = async (events: number, progress?: (made: number, seconds: number) => void) => {
+      const before = await receiver.call<number>("total");
+      const cpu = cpuMicros(pid);
+      const start = performance.timeOrigin + performance.now();
+      const triggerMs = await load.call<number>("trigger", { n: events, concurrency: 4, businessID: "4711" });
+      const deadline = start + 600_000;
+      let made = 0;
+      let changed = performance.now();
+      let reported = performance.now();
+      for (;;) {
+        const now = (await receiver.call<number>("total")) - before;
+        if (now !== made) [made, changed] = [now, performance.now()];
+        else if (made >= events * WEBHOOKS && performance.now() - changed >= QUIET_MS) break;
+        if (performance.timeOrigin + performance.now() > deadline) throw new Error(`backlog: ${made} attempts of ${events * WEBHOOKS} first attempts and their retries after 600 s`);
+        if (progress && performance.now() - reported > 10_000) {
+          reported = performance.now();
+          progress(made, (performance.timeOrigin + reported - start) / 1000);
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const seconds = ((await receiver.call<number>("last")) - start) / 1000;
+      return { made, seconds, rate: made / seconds, cpuUs: (cpuMicros(pid) - cpu) / made, triggerMs };
+    };
+
+    const tenth = Math.max(1, Math.round(EVENTS / 10));
+    const rounds = [];
+    for (let i = 0; i < WARMUP + ROUNDS; i++) {
+      const round = await drain(tenth);
+      if (i >= WARMUP) rounds.push(round);
+    }
+    results.push({
+      name: `the same workload at a tenth of the backlog (${WEBHOOKS} webhooks × ${tenth} events, ${FAILING} failing), ${ROUNDS} rounds after ${WARMUP}`,
+      value: `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/attempt`,
+    });
+
     await receiver.call("track", true);
     const total = WEBHOOKS * EVENTS;
-    const rss = watchRss(serve.child.pid!, 200);
-    const cpu = cpuMicros(serve.child.pid!);
-    const start = performance.now();
-    const triggerMs = await load.call<number>("trigger", { n: EVENTS, concurrency: 4, businessID: "4711" });
-    // First attempts and retries: every third first attempt fails and is retried once.
-    const expected = total + Math.floor(total / 3);
-    let delivered = 0;
-    const deadline = start + 600_000;
-    let reported = start;
-    while ((delivered = await receiver.call<number>("total")) < expected - WEBHOOKS && performance.now() < deadline) {
-      if (performance.now() - reported > 10_000) {
-        reported = performance.now();
-        process.stderr.write(`backlog: ${delivered} of ~${expected} after ${((reported - start) / 1000).toFixed(0)} s, serve RSS ${Math.round(rss.peak())} MB peak\n`);
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
-    const seconds = (performance.now() - start) / 1000;
+    const rss = watchRss(pid, 200);
+    const backlog = await drain(EVENTS, (made, seconds) =>
+      process.stderr.write(`backlog: ${made} attempts after ${seconds.toFixed(0)} s, serve RSS ${Math.round(rss.peak())} MB peak\n`),
+    );
     const peak = rss.stop();
-    const cpuUs = (cpuMicros(serve.child.pid!) - cpu) / delivered;
+    const ratios = rounds.map((r) => backlog.rate / r.rate);
+    results.push({
+      name: `backlog of ${total} first attempts (${WEBHOOKS} webhooks × ${EVENTS} events, queued in ${(backlog.triggerMs / 1000).toFixed(1)} s), ${FAILING} failing, scale ${SCALE}`,
+      value:
+        `${backlog.made} attempts in ${backlog.seconds.toFixed(1)} s = ${Math.round(backlog.rate)}/s, ${range(ratios, 2)}x the tenth's rounds, ` +
+        `${Math.round(backlog.cpuUs)} µs CPU/attempt; serve RSS idle ${Math.round(idleMb)} MB, peak ${Math.round(peak)} MB`,
+      target: `the sustained rate (the tenth's ${Math.round(median(rounds.map((r) => r.rate)))}/s), RSS ≤ 400 MB`,
+    });
     const gaps = await receiver.call<Record<string, number[]>>("gaps");
     const lateness = (gaps["2"] ?? []).map((g) => g - FIRST_WAIT_MS);
-    const rate = delivered / seconds;
-    results.push({
-      name: `backlog of ${total} first attempts (${WEBHOOKS} webhooks × ${EVENTS} events, queued in ${(triggerMs / 1000).toFixed(1)} s), every third failing, scale ${SCALE}`,
-      value: `${delivered} of ~${expected} attempts in ${seconds.toFixed(1)} s = ${Math.round(rate)}/s, ${Math.round(cpuUs)} µs CPU/attempt; serve RSS idle ${Math.round(idleMb)} MB, peak ${Math.round(peak)} MB`,
-      target: "RSS ≤ 400 MB",
-    });
     results.push({
       name: `retry lateness in that backlog (${lateness.length} retries due ${FIRST_WAIT_MS} ms after their failed attempt)`,
       value: lateness.length
-        ? `p50 ${(percentile(lateness, 50) / 1000).toFixed(1)} s, p99 ${(percentile(lateness, 99) / 1000).toFixed(1)} s, max ${(Math.max(...lateness) / 1000).toFixed(1)} s real; backlog ÷ throughput = ${(total / rate).toFixed(1)} s`
+        ? `p50 ${(percentile(lateness, 50) / 1000).toFixed(1)} s, p99 ${(percentile(lateness, 99) / 1000).toFixed(1)} s, max ${(Math.max(...lateness) / 1000).toFixed(1)} s real; backlog ÷ throughput = ${(total / backlog.rate).toFixed(1)} s`
         : "no retry arrived",
       target: "≤ backlog ÷ throughput",
     });

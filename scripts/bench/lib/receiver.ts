@@ -15,6 +15,8 @@ const events = new Map<string, { last: number; attempts: number }>();
 /** Per attempt number (2 = first retry): real gaps since the previous attempt of the same event. */
 const gaps = new Map<number, number[]>();
 let trackEvents = false;
+/** When the last request ended (ms since the epoch): a drain's end, whatever the poll that saw it. */
+let lastArrival = 0;
 
 function answer(req: http.IncomingMessage, res: http.ServerResponse): void {
   const chunks: Buffer[] = [];
@@ -22,9 +24,10 @@ function answer(req: http.IncomingMessage, res: http.ServerResponse): void {
   req.on("end", () => {
     const url = req.url ?? "/";
     counts.set(url, (counts.get(url) ?? 0) + 1);
+    lastArrival = performance.timeOrigin + performance.now();
     let seen: { last: number; attempts: number } | undefined;
     if (trackEvents && chunks.length) {
-      const now = performance.timeOrigin + performance.now();
+      const now = lastArrival;
       const id = `${url} ${(JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id?: string }).id}`;
       {
         seen = events.get(id);
@@ -63,6 +66,7 @@ serveCalls({
   },
   count: (p: string) => counts.get(p) ?? 0,
   total: () => [...counts.values()].reduce((a, b) => a + b, 0),
+  last: () => lastArrival,
   track: (on: boolean) => {
     trackEvents = on;
     events.clear();
