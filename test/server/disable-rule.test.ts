@@ -9,20 +9,11 @@ import { startReceiver, answers, type Receiver } from "../../conformance/harness
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
 import { loadDeliveryRules } from "@partner-platform/sdk";
-import { register, storageBackends } from "./helpers.js";
+import { register, seededRandom, storageBackends } from "./helpers.js";
 
 const threshold = loadDeliveryRules().disableAfterConsecutiveFailures;
 const EVENTS = 150;
 const ROUNDS = 6;
-
-/** A small seeded generator, so that a failing round can be replayed. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
 
 interface Replayed {
   status: string;
@@ -81,7 +72,7 @@ describe.each(storageBackends())("the disable rule under overlapping attempts, $
   async function burst(all: RunningServer[], round: number, failureRate: number) {
     const [first] = all as [RunningServer];
     const endpoint = `rule-${postgres ? "pg" : "embedded"}-${round}-${failureRate}`;
-    const next = random(round * 7919 + Math.round(failureRate * 100));
+    const next = seededRandom(round * 7919 + Math.round(failureRate * 100));
     receiver.respond(endpoint, () => (next() < failureRate ? answers.status(500) : answers.ok));
     const webhookId = await register(first, receiver.url(endpoint), ["review.created"]);
     await first.engine.transaction(async (_tx, emit) => {

@@ -108,3 +108,12 @@ export function virtualServers(defaults: () => ServerOptions) {
   return Object.assign(start, { close });
 }
 
+
+/** A small seeded generator in [0, 1), so that a failing round can be replayed. */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}

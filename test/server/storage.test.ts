@@ -12,7 +12,7 @@ import { defaultParts } from "../../src/server/delivery/parts.js";
 import { startServer } from "../../src/server/index.js";
 import { EXPIRE_DUE_LEADS, migrate, NEXT_DUE_AT, nextId, openEmbedded, openPostgres, recordOwners, type Db, type Queryable } from "../../src/server/store.js";
 import { validatorFor } from "../../src/spec.js";
-import { client, envelope, partsContext, register, storageBackends } from "./helpers.js";
+import { client, envelope, partsContext, register, seededRandom, storageBackends } from "./helpers.js";
 
 describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   let pg: TestPostgres | undefined;
@@ -129,7 +129,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     (await tx.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
 
   // The claim's plan is made once per connection and kept (a generic plan): made from statistics of an
-  // empty table (the embedded store analyzes every few seconds, PostgreSQL's autovacuum too), it chose
+  // empty table (the embedded store analyzes a changed table once a minute, as PostgreSQL's autovacuum does), it chose
   // a scan of attempts per webhook, and a 100k backlog then kept the database busy for minutes.
   it("claims by index probes, never a scan of attempts, even planned from an empty table's statistics", async () => {
     const db = await (await fresh()).open();
@@ -143,6 +143,84 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       });
       expect(scans.seq, "scans of attempts").toBe(0);
       expect(scans.idx).toBeGreaterThan(0);
+    } finally {
+      await db.close();
+    }
+  });
+
+  // A claim reads the due attempts one of two ways (store.ts, claim_due_attempts): where many webhooks
+  // could fill it, from the earliest due of all; otherwise, or when a few webhooks' backlogs come first,
+  // by a probe per webhook. Either way it takes the same attempts, which this model says (D40, D44).
+  it("claims the earliest due attempts of each webhook but the busy ones, the same whichever way it reads them", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      const next = seededRandom(20261126);
+      const webhooks = Array.from({ length: 60 }, (_, i) => `w${i + 1}`);
+      // Distinct due times: which attempts are the earliest is never a tie. w1 has a backlog of 200
+      // spread over the day; in the second half w61's backlog of 400 comes before everything.
+      const times = Array.from({ length: 4000 }, (_, i) => i + 1).sort(() => next() - 0.5);
+      const rows: { webhook: string; due: number }[] = [];
+      for (const webhook of webhooks) for (let n = webhook === "w1" ? 200 : 1 + Math.floor(next() * 20); n > 0; n--) rows.push({ webhook, due: 1000 + times.pop()! });
+      await db.query("INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT id, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM unnest($1::text[]) id", [[...webhooks, "w61"]]);
+      const insert = (of: typeof rows) =>
+        db.query<{ id: string }>("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e', w, 1, d FROM unnest($1::text[], $2::bigint[]) AS t(w, d) RETURNING id::text", [of.map((r) => r.webhook), of.map((r) => r.due)]);
+      const ids = (await insert(rows)).rows.map((r) => r.id);
+      const attempts = rows.map((r, i) => ({ ...r, id: ids[i]! }));
+      // The statistics the claim chooses its way by: 61 webhooks.
+      await db.query("ANALYZE webhooks");
+
+      const expected = (now: number, limit: number, perWebhook: number, busy: string[]) => {
+        const byWebhook = new Map<string, typeof attempts>();
+        for (const a of attempts) if (a.due <= now && !busy.includes(a.webhook)) byWebhook.set(a.webhook, [...(byWebhook.get(a.webhook) ?? []), a]);
+        const firsts = [...byWebhook.values()].flatMap((own) => own.sort((x, y) => x.due - y.due).slice(0, perWebhook));
+        return firsts.sort((x, y) => x.due - y.due).slice(0, limit).map((a) => a.id).sort();
+      };
+      // Each claim in a transaction rolled back (its attempts stay pending), with the index scans it made.
+      const claim = async (now: number, limit: number, perWebhook: number, busy: string[]) => {
+        let got: { ids: string[]; earliestScans: number; probes: number } | undefined;
+        await db
+          .transaction(async (tx) => {
+            const scans = async () =>
+              (
+                await tx.query<{ earliest: number; probes: number }>(
+                  "SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest, pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes",
+                )
+              ).rows[0]!;
+            const before = await scans();
+            const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
+            const after = await scans();
+            got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
+            throw new Error("rolled back");
+          })
+          .catch((error: Error) => {
+            if (error.message !== "rolled back") throw error;
+          });
+        return got!;
+      };
+
+      const ways = { earliest: 0, fellBack: 0, probes: 0 };
+      const check = async (round: number) => {
+        const now = 1000 + Math.floor(next() * 4400);
+        const limit = 1 + Math.floor(next() * 40);
+        const perWebhook = 1 + Math.floor(next() * 4);
+        const busy = webhooks.filter(() => next() < [0, 0.1, 0.5][round % 3]!);
+        const got = await claim(now, limit, perWebhook, busy);
+        expect(got.ids, `round ${round}: now ${now}, limit ${limit}, ${perWebhook} a webhook, ${busy.length} busy`).toEqual(expected(now, limit, perWebhook, busy));
+        if (got.earliestScans > 0 && got.probes === 0) ways.earliest++;
+        else if (got.earliestScans > 0) ways.fellBack++;
+        else ways.probes++;
+      };
+      for (let round = 0; round < 40; round++) await check(round);
+      // w61's backlog, due before everything else: the earliest due are mostly its own.
+      const backlog = Array.from({ length: 400 }, (_, i) => ({ webhook: "w61", due: 1 + i }));
+      const backlogIds = (await insert(backlog)).rows.map((r) => r.id);
+      attempts.push(...backlog.map((r, i) => ({ ...r, id: backlogIds[i]! })));
+      for (let round = 40; round < 80; round++) await check(round);
+      // Both ways and the fall-back between them were taken (else the comparison proved less).
+      expect(ways.earliest, "claims answered from the earliest due of all").toBeGreaterThan(0);
+      expect(ways.fellBack, "claims that fell back to a probe per webhook").toBeGreaterThan(0);
+      expect(ways.probes, "claims by a probe per webhook only").toBeGreaterThan(0);
     } finally {
       await db.close();
     }
