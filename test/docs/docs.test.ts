@@ -6,7 +6,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { chromiumPath, hasChromium, launchChromium, refuseNetwork } from "../../scripts/chromium.js";
 import { packageRoot, specPaths } from "../../src/paths.js";
@@ -148,7 +148,17 @@ describe.runIf(available)("generated/docs/index.html", () => {
     for (const { op } of [...operations, ...webhooks]) byTag.set(op.tags[0], [...(byTag.get(op.tags[0]) ?? []), op]);
     for (const [tag, ops] of byTag) {
       // Exact text: the guide "Receiving webhooks" also contains "Webhooks".
-      await items.filter({ hasText: new RegExp(`^\\s*${tag}\\s*$`) }).first().click();
+      const tagItem = items.filter({ hasText: new RegExp(`^\\s*${tag}\\s*$`) }).first();
+      const firstOp = items.filter({ hasText: ops[0]!.summary as string }).first();
+      // Redoc may open the tag itself (the section in view), and a click can come before its handler on a
+      // loaded machine: click while its operations are hidden, until they show.
+      await vi.waitFor(
+        async () => {
+          if (!(await firstOp.isVisible())) await tagItem.click();
+          await firstOp.waitFor({ timeout: 5_000 });
+        },
+        { timeout: 50_000, interval: 100 },
+      );
       for (const op of ops) await items.filter({ hasText: op.summary as string }).first().waitFor();
     }
     // Redoc batches telemetry for ~5 s: run the page's timers well past that before looking.

@@ -148,6 +148,64 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     }
   });
 
+  // Where many webhooks could fill a claim it reads the earliest due attempts of all first: that plan too
+  // is made once, maybe from an empty table's statistics, and must read a claim's worth, not the backlog.
+  it("reads only the earliest due attempts where many webhooks could fill a claim, even planned from an empty table's statistics", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      await db.query("ANALYZE");
+      await db.query(
+        "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 100) i",
+      );
+      await db.query(ATTEMPTS_OVER_THEM.replace("i % 20 + 1", "i % 100 + 1"));
+      // The webhooks' count, which chooses the way; the attempts' statistics stay those of an empty table.
+      await db.query("ANALYZE webhooks");
+      const { reads, earliest, probes } = await db.transaction(async (tx) => {
+        const before = await tableReads(tx, "attempts");
+        const ways = "SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest, pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes";
+        const waysBefore = (await tx.query<{ earliest: number; probes: number }>(ways)).rows[0]!;
+        expect(await claimAttempts(tx)).toHaveLength(32);
+        const after = await tableReads(tx, "attempts");
+        const waysAfter = (await tx.query<{ earliest: number; probes: number }>(ways)).rows[0]!;
+        return { reads: { seq: after.seq - before.seq, rows: after.rows - before.rows }, earliest: waysAfter.earliest - waysBefore.earliest, probes: waysAfter.probes - waysBefore.probes };
+      });
+      expect({ earliest: earliest > 0, probes }, "the way the claim read them").toEqual({ earliest: true, probes: 0 });
+      expect(reads.seq, "scans of attempts").toBe(0);
+      // The 4 × 32 earliest, then the 32 taken by key, locked and updated: far from the 2,000 due.
+      expect(reads.rows, "attempts read by a claim of 32").toBeLessThanOrEqual(4 * 32 + 2 * 32);
+    } finally {
+      await db.close();
+    }
+  });
+
+  // With statistics where one webhook holds every pending attempt, the planner read a probe's webhook_id
+  // = w.id as matching nearly every row and probed each idle webhook through the index of all due
+  // attempts, the whole backlog once per webhook (store.ts sets the column's n_distinct).
+  it("probes each webhook by its own attempts, even with statistics where one webhook holds the backlog", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      await db.query(
+        "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 100) i",
+      );
+      await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 2000) i");
+      await db.query("ANALYZE");
+      const reads = await db.transaction(async (tx) => {
+        const before = await tableReads(tx, "attempts");
+        // 32 places, 16 a webhook: the earliest due are all w1's, so the claim probes the 100 webhooks.
+        const claimed = (await tx.query<{ id: string | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 16, '{}')")).rows.filter((r) => r.id !== null);
+        expect(claimed).toHaveLength(16);
+        return (await tableReads(tx, "attempts")).rows - before.rows;
+      });
+      // The 4 × 32 earliest, w1's 16 through its probe, the 16 taken by key, locked and updated; the
+      // other 99 probes find nothing.
+      expect(reads, "attempts read by the claim").toBeLessThanOrEqual(4 * 32 + 16 + 2 * 16);
+    } finally {
+      await db.close();
+    }
+  });
+
   // A claim reads the due attempts one of two ways (store.ts, claim_due_attempts): where many webhooks
   // could fill it, from the earliest due of all; otherwise, or when a few webhooks' backlogs come first,
   // by a probe per webhook. Either way it takes the same attempts, which this model says (D40, D44).
