@@ -119,10 +119,12 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     });
   }
 
-  /** Twenty webhooks w1..w20, and 2,000 attempts of events e1..e2000 spread over them, due at 1..2000. */
-  const TWENTY_WEBHOOKS =
-    "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 20) i";
-  const ATTEMPTS_OVER_THEM = "INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % 20 + 1), 1, i FROM generate_series(1, 2000) i";
+  /** Webhooks w1..wN, and 2,000 attempts of events e1..e2000 spread over them, due at 1..2000. */
+  const webhooksW1To = (n: number) =>
+    `INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, ${n}) i`;
+  const attemptsOverW1To = (n: number) => `INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % ${n} + 1), 1, i FROM generate_series(1, 2000) i`;
+  const TWENTY_WEBHOOKS = webhooksW1To(20);
+  const ATTEMPTS_OVER_THEM = attemptsOverW1To(20);
 
   /** The attempts a claim of at most 32 due by 5000 (2 a webhook) takes (its rows without the webhooks' own). */
   const claimAttempts = async (tx: Queryable) =>
@@ -155,10 +157,8 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     try {
       await migrate(db);
       await db.query("ANALYZE");
-      await db.query(
-        "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 100) i",
-      );
-      await db.query(ATTEMPTS_OVER_THEM.replace("i % 20 + 1", "i % 100 + 1"));
+      await db.query(webhooksW1To(100));
+      await db.query(attemptsOverW1To(100));
       // The webhooks' count, which chooses the way; the attempts' statistics stay those of an empty table.
       await db.query("ANALYZE webhooks");
       const { reads, earliest, probes } = await db.transaction(async (tx) => {
@@ -186,10 +186,8 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     const db = await (await fresh()).open();
     try {
       await migrate(db);
-      await db.query(
-        "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, 100) i",
-      );
-      await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 2000) i");
+      await db.query(webhooksW1To(100));
+      await db.query(attemptsOverW1To(1));
       await db.query("ANALYZE");
       const reads = await db.transaction(async (tx) => {
         const before = await tableReads(tx, "attempts");
