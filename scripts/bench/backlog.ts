@@ -52,8 +52,8 @@ const bench: Bench = async () => {
       let changed = performance.now();
       let reported = performance.now();
       for (;;) {
-        const now = (await receiver.call<number>("total")) - before;
-        if (now !== made) [made, changed] = [now, performance.now()];
+        const counted = (await receiver.call<number>("total")) - before;
+        if (counted !== made) [made, changed] = [counted, performance.now()];
         else if (made >= events * WEBHOOKS && performance.now() - changed >= QUIET_MS) break;
         if (performance.timeOrigin + performance.now() > deadline) throw new Error(`backlog: ${made} attempts of ${events * WEBHOOKS} first attempts and their retries after 600 s`);
         if (progress && performance.now() - reported > 10_000) {

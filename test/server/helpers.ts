@@ -45,7 +45,6 @@ export function control(server: RunningServer) {
   };
 }
 
-/** The envelope of a delivery's body. */
 /**
  * What the delivery parts (parts.ts defaultParts) are made with, for a test of one of them: a virtual
  * clock, the contract's rules, loopback receivers allowed, e-mail dropped; `db` and `dispatcher` only
@@ -66,6 +65,7 @@ export function partsContext(given: Partial<PartsContext> = {}): PartsContext {
   };
 }
 
+/** The envelope of a delivery's body. */
 export const envelope = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id: string; event: EventName; timestamp: string; data: Record<string, any> };
 
 /**
@@ -107,7 +107,6 @@ export function virtualServers(defaults: () => ServerOptions) {
   };
   return Object.assign(start, { close });
 }
-
 
 /** A small seeded generator in [0, 1), so that a failing round can be replayed. */
 export function seededRandom(seed: number): () => number {

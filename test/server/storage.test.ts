@@ -109,6 +109,18 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     return rows[0]!;
   }
 
+  /**
+   * The index scans a claim's two ways have made so far in `tx`'s transaction (store.ts,
+   * claim_due_attempts): of attempts_pending_due (the earliest due of all) and of
+   * attempts_pending_by_webhook (a probe per webhook).
+   */
+  async function claimWays(tx: Queryable): Promise<{ earliest: number; probes: number }> {
+    const { rows } = await tx.query<{ earliest: number; probes: number }>(
+      "SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest, pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes",
+    );
+    return rows[0]!;
+  }
+
   /** The sequential and index scans of `table` that `fn`'s statements make, in a transaction of their own. */
   function scansOf(db: Db, table: string, fn: (tx: Queryable) => Promise<void>): Promise<{ seq: number; idx: number }> {
     return db.transaction(async (tx) => {
@@ -126,9 +138,9 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   const TWENTY_WEBHOOKS = webhooksW1To(20);
   const ATTEMPTS_OVER_THEM = attemptsOverW1To(20);
 
-  /** The attempts a claim of at most 32 due by 5000 (2 a webhook) takes (its rows without the webhooks' own). */
-  const claimAttempts = async (tx: Queryable) =>
-    (await tx.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 2, '{}')")).rows.filter((r) => r.id !== null);
+  /** The attempts a claim of at most 32 due by 5000 (`perWebhook` a webhook) takes (its rows without the webhooks' own). */
+  const claimAttempts = async (tx: Queryable, perWebhook = 2) =>
+    (await tx.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, $1, '{}')", [perWebhook])).rows.filter((r) => r.id !== null);
 
   // The claim's plan is made once per connection and kept (a generic plan): made from statistics of an
   // empty table (the embedded store analyzes a changed table once a minute, as PostgreSQL's autovacuum does), it chose
@@ -163,11 +175,10 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       await db.query("ANALYZE webhooks");
       const { reads, earliest, probes } = await db.transaction(async (tx) => {
         const before = await tableReads(tx, "attempts");
-        const ways = "SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest, pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes";
-        const waysBefore = (await tx.query<{ earliest: number; probes: number }>(ways)).rows[0]!;
+        const waysBefore = await claimWays(tx);
         expect(await claimAttempts(tx)).toHaveLength(32);
         const after = await tableReads(tx, "attempts");
-        const waysAfter = (await tx.query<{ earliest: number; probes: number }>(ways)).rows[0]!;
+        const waysAfter = await claimWays(tx);
         return { reads: { seq: after.seq - before.seq, rows: after.rows - before.rows }, earliest: waysAfter.earliest - waysBefore.earliest, probes: waysAfter.probes - waysBefore.probes };
       });
       expect({ earliest: earliest > 0, probes }, "the way the claim read them").toEqual({ earliest: true, probes: 0 });
@@ -192,8 +203,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       const reads = await db.transaction(async (tx) => {
         const before = await tableReads(tx, "attempts");
         // 32 places, 16 a webhook: the earliest due are all w1's, so the claim probes the 100 webhooks.
-        const claimed = (await tx.query<{ id: string | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 16, '{}')")).rows.filter((r) => r.id !== null);
-        expect(claimed).toHaveLength(16);
+        expect(await claimAttempts(tx, 16)).toHaveLength(16);
         return (await tableReads(tx, "attempts")).rows - before.rows;
       });
       // The 4 × 32 earliest, w1's 16 through its probe, the 16 taken by key, locked and updated; the
@@ -218,7 +228,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       const times = Array.from({ length: 4000 }, (_, i) => i + 1).sort(() => next() - 0.5);
       const rows: { webhook: string; due: number }[] = [];
       for (const webhook of webhooks) for (let n = webhook === "w1" ? 200 : 1 + Math.floor(next() * 20); n > 0; n--) rows.push({ webhook, due: 1000 + times.pop()! });
-      await db.query("INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT id, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM unnest($1::text[]) id", [[...webhooks, "w61"]]);
+      await db.query(webhooksW1To(61));
       const insert = (of: typeof rows) =>
         db.query<{ id: string }>("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e', w, 1, d FROM unnest($1::text[], $2::bigint[]) AS t(w, d) RETURNING id::text", [of.map((r) => r.webhook), of.map((r) => r.due)]);
       const ids = (await insert(rows)).rows.map((r) => r.id);
@@ -237,15 +247,9 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         let got: { ids: string[]; earliestScans: number; probes: number } | undefined;
         await db
           .transaction(async (tx) => {
-            const scans = async () =>
-              (
-                await tx.query<{ earliest: number; probes: number }>(
-                  "SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest, pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes",
-                )
-              ).rows[0]!;
-            const before = await scans();
+            const before = await claimWays(tx);
             const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
-            const after = await scans();
+            const after = await claimWays(tx);
             got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
             throw new Error("rolled back");
           })
