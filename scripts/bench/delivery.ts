@@ -18,7 +18,9 @@
 //   relay:       the end-to-end arm's ceiling on this machine: the same triggers to a relay process that
 //                only answers each and makes one HTTPS POST (lib/relay.ts: no store, signature or log;
 //                16 at once, as `serve`), against the same bare loop.
-// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_WARMUP (3), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,spread,e2e,relay) change the run.
+// BENCH_N (3000), BENCH_ROUNDS (4), BENCH_WARMUP (3), BENCH_STORES (embedded,postgres), BENCH_ARMS (sustained,spread,e2e,relay) change the run;
+// BENCH_IDLE_WEBHOOKS (0) registers that many more webhooks of the same business for an event never
+// triggered, as a server with many partners' webhooks has, of which few are busy at once.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -39,6 +41,7 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 /** The engine's pool per origin (both arms' pool size), and the attempts it makes at once to one webhook. */
 const CONNECTIONS = DELIVERY_DEFAULTS.connectionsPerOrigin;
 const IN_FLIGHT = DELIVERY_DEFAULTS.maxInFlightPerWebhook;
+const IDLE_WEBHOOKS = Number(process.env.BENCH_IDLE_WEBHOOKS ?? 0);
 const stores = (process.env.BENCH_STORES ?? "embedded,postgres").split(",");
 const arms = (process.env.BENCH_ARMS ?? "sustained,spread,e2e,relay").split(",");
 /** The spread arm's webhooks, each at an origin of its own, and the attempts the engine then has in flight (D44). */
@@ -153,7 +156,7 @@ const bench: Bench = async () => {
         const serve = await startServe([...common, "--clock", "virtual", ...(await storeArgs(arm))]);
         const load = startWorker("load.ts");
         try {
-          await load.call("setup", { server: serve.url, urls, businessID: "4711" });
+          await load.call("setup", { server: serve.url, urls, businessID: "4711", idle: IDLE_WEBHOOKS });
           const delivered = async () => (await Promise.all(urls.map((u) => receiver.call<number>("count", new URL(u).pathname)))).reduce((a, b) => a + b, 0);
           const rounds = await alternated(
             () => measured(bare.pid, N, () => bare.call("run", { urls: bareUrls, n: N, concurrency, client: "undici" })),
@@ -190,7 +193,7 @@ const bench: Bench = async () => {
         const load = startWorker("load.ts");
         try {
           const p = `/ok/e2e-${store}`;
-          await load.call("setup", { server: serve.url, urls: [`${origin}${p}`], businessID: "4711" });
+          await load.call("setup", { server: serve.url, urls: [`${origin}${p}`], businessID: "4711", idle: IDLE_WEBHOOKS });
           const rounds = await alternated(bareHttps, () => triggered(serve.child.pid!, load, p));
           results.push(report(`end to end, ${label}, ${N} Control API triggers (${CONNECTIONS} in flight) → receiver, ${IN_FLIGHT} in flight`, rounds.engine, rounds.bare, "bare node:https POST loop"));
         } finally {

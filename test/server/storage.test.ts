@@ -110,16 +110,20 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   }
 
   /**
-   * The index scans a claim's two ways have made so far in `tx`'s transaction (store.ts,
-   * claim_due_attempts): of attempts_pending_due (the earliest due of all) and of
-   * attempts_pending_by_webhook (a probe per webhook).
+   * What a claim's ways have done so far in `tx`'s transaction (store.ts, claim_due_attempts): the index
+   * scans of attempts_pending_due (the earliest due of all) and of attempts_pending_by_webhook (a probe
+   * per webhook, and a descent per webhook found by pending_webhooks), and the calls of pending_webhooks
+   * (counted once `trackCalls` has run in the transaction).
    */
-  async function claimWays(tx: Queryable): Promise<{ earliest: number; probes: number }> {
-    const { rows } = await tx.query<{ earliest: number; probes: number }>(
-      "SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest, pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes",
+  async function claimWays(tx: Queryable): Promise<{ earliest: number; probes: number; lookups: number }> {
+    const { rows } = await tx.query<{ earliest: number; probes: number; lookups: number }>(
+      `SELECT pg_stat_get_xact_numscans('attempts_pending_due'::regclass)::int AS earliest,
+        pg_stat_get_xact_numscans('attempts_pending_by_webhook'::regclass)::int AS probes,
+        coalesce(pg_stat_get_xact_function_calls('pending_webhooks'::regproc), 0)::int AS lookups`,
     );
     return rows[0]!;
   }
+  const trackCalls = (tx: Queryable) => tx.query("SET LOCAL track_functions = 'pl'");
 
   /** The sequential and index scans of `table` that `fn`'s statements make, in a transaction of their own. */
   function scansOf(db: Db, table: string, fn: (tx: Queryable) => Promise<void>): Promise<{ seq: number; idx: number }> {
@@ -133,7 +137,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
 
   /** Webhooks w1..wN, and 2,000 attempts of events e1..e2000 spread over them, due at 1..2000. */
   const webhooksW1To = (n: number) =>
-    `INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', 'lead.created', '4711', 's', 0 FROM generate_series(1, ${n}) i`;
+    `INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) SELECT 'w' || i, 'c', 'https://example.com/', '["lead.created"]', '4711', 's', 0 FROM generate_series(1, ${n}) i`;
   const attemptsOverW1To = (n: number) => `INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w' || (i % ${n} + 1), 1, i FROM generate_series(1, 2000) i`;
   const TWENTY_WEBHOOKS = webhooksW1To(20);
   const ATTEMPTS_OVER_THEM = attemptsOverW1To(20);
@@ -173,18 +177,26 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       await db.query(attemptsOverW1To(100));
       // The webhooks' count, which chooses the way; the attempts' statistics stay those of an empty table.
       await db.query("ANALYZE webhooks");
-      const { reads, earliest, probes } = await db.transaction(async (tx) => {
+      const { reads, earliest, probes, lookups } = await db.transaction(async (tx) => {
+        await trackCalls(tx);
         const before = await tableReads(tx, "attempts");
         const waysBefore = await claimWays(tx);
         expect(await claimAttempts(tx)).toHaveLength(32);
         const after = await tableReads(tx, "attempts");
         const waysAfter = await claimWays(tx);
-        return { reads: { seq: after.seq - before.seq, rows: after.rows - before.rows }, earliest: waysAfter.earliest - waysBefore.earliest, probes: waysAfter.probes - waysBefore.probes };
+        return {
+          reads: { seq: after.seq - before.seq, rows: after.rows - before.rows },
+          earliest: waysAfter.earliest - waysBefore.earliest,
+          probes: waysAfter.probes - waysBefore.probes,
+          lookups: waysAfter.lookups - waysBefore.lookups,
+        };
       });
-      expect({ earliest: earliest > 0, probes }, "the way the claim read them").toEqual({ earliest: true, probes: 0 });
+      // Enough webhooks with pending attempts to fill it (found by 32 / 2 + 1 descents), then the earliest due.
+      const found = 32 / 2 + 1;
+      expect({ earliest: earliest > 0, probes, lookups }, "the way the claim read them").toEqual({ earliest: true, probes: found, lookups: 1 });
       expect(reads.seq, "scans of attempts").toBe(0);
-      // The 4 × 32 earliest, then the 32 taken by key, locked and updated: far from the 2,000 due.
-      expect(reads.rows, "attempts read by a claim of 32").toBeLessThanOrEqual(4 * 32 + 2 * 32);
+      // A row per descent, the 4 × 32 earliest, then the 32 taken by key, locked and updated: far from the 2,000 due.
+      expect(reads.rows, "attempts read by a claim of 32").toBeLessThanOrEqual(found + 4 * 32 + 2 * 32);
     } finally {
       await db.close();
     }
@@ -199,16 +211,19 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       await migrate(db);
       await db.query(webhooksW1To(100));
       await db.query(attemptsOverW1To(1));
+      // And one attempt each of w2..w40, due after w1's: the earliest due give too few, and with fewer
+      // than 128 registered every one is probed.
+      await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'f' || i, 'w' || i, 1, 3000 + i FROM generate_series(2, 40) i");
       await db.query("ANALYZE");
       const reads = await db.transaction(async (tx) => {
         const before = await tableReads(tx, "attempts");
         // 32 places, 16 a webhook: the earliest due are all w1's, so the claim probes the 100 webhooks.
-        expect(await claimAttempts(tx, 16)).toHaveLength(16);
+        expect(await claimAttempts(tx, 16)).toHaveLength(32);
         return (await tableReads(tx, "attempts")).rows - before.rows;
       });
-      // The 4 × 32 earliest, w1's 16 through its probe, the 16 taken by key, locked and updated; the
-      // other 99 probes find nothing.
-      expect(reads, "attempts read by the claim").toBeLessThanOrEqual(4 * 32 + 16 + 2 * 16);
+      // A row per descent (32 / 16 + 1), the 4 × 32 earliest, w1's 16 and the others' one each through
+      // their probes, the 32 taken by key, locked and updated; the other 60 probes find nothing.
+      expect(reads, "attempts read by the claim").toBeLessThanOrEqual(3 + 4 * 32 + 16 + 39 + 2 * 32);
     } finally {
       await db.close();
     }
@@ -216,24 +231,26 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
 
   // A claim reads the due attempts one of two ways (store.ts, claim_due_attempts): where many webhooks
   // could fill it, from the earliest due of all; otherwise, or when a few webhooks' backlogs come first,
-  // by a probe per webhook. Either way it takes the same attempts, which this model says (D40, D44).
-  it("claims the earliest due attempts of each webhook but the busy ones, the same whichever way it reads them", async () => {
+  // by a probe per webhook: of those with pending attempts where they are few, else of each registered.
+  // Either way it takes the same attempts, which this model says (D40, D44).
+  async function claimsAgainstModel(registered: number, active: number) {
     const db = await (await fresh()).open();
     try {
       await migrate(db);
       const next = seededRandom(20261126);
-      const webhooks = Array.from({ length: 60 }, (_, i) => `w${i + 1}`);
+      const webhooks = Array.from({ length: active }, (_, i) => `w${i + 1}`);
+      const late = `w${active + 1}`;
       // Distinct due times: which attempts are the earliest is never a tie. w1 has a backlog of 200
-      // spread over the day; in the second half w61's backlog of 400 comes before everything.
+      // spread over the day; in the second half the backlog of 400 of the next one comes before everything.
       const times = Array.from({ length: 4000 }, (_, i) => i + 1).sort(() => next() - 0.5);
       const rows: { webhook: string; due: number }[] = [];
       for (const webhook of webhooks) for (let n = webhook === "w1" ? 200 : 1 + Math.floor(next() * 20); n > 0; n--) rows.push({ webhook, due: 1000 + times.pop()! });
-      await db.query(webhooksW1To(61));
+      await db.query(webhooksW1To(registered));
       const insert = (of: typeof rows) =>
         db.query<{ id: string }>("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e', w, 1, d FROM unnest($1::text[], $2::bigint[]) AS t(w, d) RETURNING id::text", [of.map((r) => r.webhook), of.map((r) => r.due)]);
       const ids = (await insert(rows)).rows.map((r) => r.id);
       const attempts = rows.map((r, i) => ({ ...r, id: ids[i]! }));
-      // The statistics the claim chooses its way by: 61 webhooks.
+      // The statistics the claim chooses its way by: the webhooks registered.
       await db.query("ANALYZE webhooks");
 
       const expected = (now: number, limit: number, perWebhook: number, busy: string[]) => {
@@ -242,7 +259,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         const firsts = [...byWebhook.values()].flatMap((own) => own.sort((x, y) => x.due - y.due).slice(0, perWebhook));
         return firsts.sort((x, y) => x.due - y.due).slice(0, limit).map((a) => a.id).sort();
       };
-      // Each claim in a transaction rolled back (its attempts stay pending), with the index scans it made.
+      // Each claim in a transaction rolled back (its attempts stay pending), with what its ways did.
       const claim = async (now: number, limit: number, perWebhook: number, busy: string[]) => {
         let got: { ids: string[]; earliestScans: number; probes: number } | undefined;
         await db
@@ -250,7 +267,11 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
             const before = await claimWays(tx);
             const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
             const after = await claimWays(tx);
-            got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
+            got = {
+              ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(),
+              earliestScans: after.earliest - before.earliest,
+              probes: after.probes - before.probes,
+            };
             throw new Error("rolled back");
           })
           .catch((error: Error) => {
@@ -259,7 +280,9 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         return got!;
       };
 
-      const ways = { earliest: 0, fellBack: 0, probes: 0 };
+      // The ways taken: answered from the earliest due; fell back from them to probes; probes only. And
+      // the most index scans of attempts_pending_by_webhook (descents and probes) a claim made.
+      const ways = { earliest: 0, fellBack: 0, probes: 0, mostScans: 0 };
       const check = async (round: number) => {
         const now = 1000 + Math.floor(next() * 4400);
         const limit = 1 + Math.floor(next() * 40);
@@ -267,20 +290,80 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
         const busy = webhooks.filter(() => next() < [0, 0.1, 0.5][round % 3]!);
         const got = await claim(now, limit, perWebhook, busy);
         expect(got.ids, `round ${round}: now ${now}, limit ${limit}, ${perWebhook} a webhook, ${busy.length} busy`).toEqual(expected(now, limit, perWebhook, busy));
-        if (got.earliestScans > 0 && got.probes === 0) ways.earliest++;
+        // Before the earliest due, pending_webhooks looks for limit / perWebhook + 1 webhooks, one descent
+        // each: scans beyond those are the fall-back's.
+        if (got.earliestScans > 0 && got.probes <= Math.floor(limit / perWebhook) + 1) ways.earliest++;
         else if (got.earliestScans > 0) ways.fellBack++;
         else ways.probes++;
+        ways.mostScans = Math.max(ways.mostScans, got.probes);
       };
       for (let round = 0; round < 40; round++) await check(round);
-      // w61's backlog, due before everything else: the earliest due are mostly its own.
-      const backlog = Array.from({ length: 400 }, (_, i) => ({ webhook: "w61", due: 1 + i }));
+      // A backlog, due before everything else: the earliest due are mostly its own.
+      const backlog = Array.from({ length: 400 }, (_, i) => ({ webhook: late, due: 1 + i }));
       const backlogIds = (await insert(backlog)).rows.map((r) => r.id);
       attempts.push(...backlog.map((r, i) => ({ ...r, id: backlogIds[i]! })));
       for (let round = 40; round < 80; round++) await check(round);
-      // Both ways and the fall-back between them were taken (else the comparison proved less).
-      expect(ways.earliest, "claims answered from the earliest due of all").toBeGreaterThan(0);
-      expect(ways.fellBack, "claims that fell back to a probe per webhook").toBeGreaterThan(0);
-      expect(ways.probes, "claims by a probe per webhook only").toBeGreaterThan(0);
+      return ways;
+    } finally {
+      await db.close();
+    }
+  }
+
+  it("claims the earliest due attempts of each webhook but the busy ones, the same whichever way it reads them", async () => {
+    const ways = await claimsAgainstModel(61, 60);
+    // Every way and the fall-back between them were taken (else the comparison proved less).
+    expect(ways.earliest, "claims answered from the earliest due of all").toBeGreaterThan(0);
+    expect(ways.fellBack, "claims that fell back to a probe per webhook").toBeGreaterThan(0);
+    expect(ways.probes, "claims by a probe per webhook only").toBeGreaterThan(0);
+  });
+
+  it("claims the same among many registered webhooks of which a few have attempts, without a probe of each registered", async () => {
+    const ways = await claimsAgainstModel(400, 6);
+    // At most 7 webhooks have attempts: each lookup descends once per webhook and once more, and only
+    // those 7 are probed; a probe of each registered webhook would be 400 scans.
+    expect(ways.mostScans, "index scans of attempts_pending_by_webhook in a claim").toBeLessThanOrEqual(8 + 8 + 7);
+    expect(ways.fellBack, "claims that fell back to a probe per webhook").toBeGreaterThan(0);
+    expect(ways.probes, "claims by a probe per webhook only").toBeGreaterThan(0);
+  });
+
+  // store_events finds the webhooks an event is queued for through subscriptions, which triggers on
+  // webhooks keep (store.ts): whatever changes a webhook, and webhooks written before the triggers.
+  it("queues an event for the enabled webhooks subscribed to it, reading only those, however their rows were written", async () => {
+    const db = await (await fresh()).open();
+    try {
+      await migrate(db);
+      await db.query("INSERT INTO business_owners (business_id, client_id) VALUES ('4711', 'c'), ('4712', 'c')");
+      // 1,000 webhooks of the business that take lead.created, one that takes review.created.
+      await db.query(webhooksW1To(1000));
+      await db.query(`INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('r1', 'c', 'https://example.com/', '["review.created","lead.created"]', '4711', 's', 0)`);
+      let n = 0;
+      const queued = (name: string, business = "4711") =>
+        db.transaction(async (tx) => {
+          const read = async () => (await tableReads(tx, "webhooks")).rows + (await tableReads(tx, "subscriptions")).rows;
+          const before = await read();
+          const { rows } = await tx.query<{ counts: number[] }>("SELECT store_events($1, $2, $3, $4, $5) AS counts", [[`x${++n}`], [name], [business], ["{}"], [0]]);
+          return { count: rows[0]!.counts[0], read: (await read()) - before };
+        });
+      const review = await queued("review.created");
+      expect(review.count).toBe(1);
+      // Not the 1,000 others (the index alone may answer, without the row).
+      expect(review.read, "rows of webhooks and subscriptions read").toBeLessThanOrEqual(1);
+      expect((await queued("lead.created")).count).toBe(1001);
+      expect((await queued("booking.confirmed")).count).toBe(0);
+      await db.query(`UPDATE webhooks SET events = '["booking.confirmed"]' WHERE id = 'r1'`);
+      expect([(await queued("review.created")).count, (await queued("booking.confirmed")).count], "after its events changed").toEqual([0, 1]);
+      await db.query("UPDATE webhooks SET status = 'disabled' WHERE id = 'r1'");
+      expect((await queued("booking.confirmed")).count, "disabled").toBe(0);
+      await db.query("UPDATE webhooks SET status = 'enabled', business_id = '4712' WHERE id = 'r1'");
+      expect([(await queued("booking.confirmed")).count, (await queued("booking.confirmed", "4712")).count], "enabled, of another business").toEqual([0, 1]);
+      await db.query("DELETE FROM webhooks WHERE id = 'r1'");
+      expect((await queued("booking.confirmed", "4712")).count, "deleted").toBe(0);
+      // Written without the triggers (as before they existed): the next start adds its subscriptions.
+      await db.query("DROP TRIGGER webhooks_inserted ON webhooks");
+      await db.query(`INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('r2', 'c', 'https://example.com/', '["review.created"]', '4711', 's', 0)`);
+      expect((await queued("review.created")).count).toBe(0);
+      await migrate(db);
+      expect((await queued("review.created")).count, "after a start").toBe(1);
     } finally {
       await db.close();
     }

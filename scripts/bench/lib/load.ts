@@ -30,13 +30,14 @@ async function token(): Promise<string> {
 }
 
 serveCalls({
-  /** Registers `urls.length` webhooks for business `businessID`, each for review.created. */
-  async setup({ server, urls, businessID }: { server: string; urls: string[]; businessID: string }) {
+  /** Registers `urls.length` webhooks for business `businessID`, each for review.created, and `idle` more for payment.received, which is never triggered. */
+  async setup({ server, urls, businessID, idle = 0 }: { server: string; urls: string[]; businessID: string; idle?: number }) {
     base = server;
     let bearer = `Bearer ${await token()}`;
     const ids = [];
-    for (const url of urls) {
-      const register = () => call("POST", "/api/v2/webhooks", { url, events: ["review.created"], businessID, secret: "whsec-bench-0123456789" }, { authorization: bearer });
+    const all = [...urls.map((url) => ({ url, events: ["review.created"] })), ...Array.from({ length: idle }, (_, i) => ({ url: `${urls[0]}-idle-${i}`, events: ["payment.received"] }))];
+    for (const { url, events } of all) {
+      const register = () => call("POST", "/api/v2/webhooks", { url, events, businessID, secret: "whsec-bench-0123456789" }, { authorization: bearer });
       // On a scaled clock a token lives seconds: get another when it expired.
       const r = await register().catch(async (e: Error) => {
         if (!/: 401 /.test(e.message)) throw e;
