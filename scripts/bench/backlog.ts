@@ -6,8 +6,10 @@
 // sustained rate of the same workload, is measured first in the same server: the same webhooks and
 // failures at a tenth of the backlog (BENCH_BACKLOG_ROUNDS counted after BENCH_BACKLOG_WARMUP), so a
 // cost that grows with the backlog shows as a ratio below 1.
-// BENCH_BACKLOG_WEBHOOKS (1000) × BENCH_BACKLOG_EVENTS (100) first attempts; BENCH_BACKLOG_FAILING=none
-// makes every attempt succeed (what the failures and their retries cost); BENCH_SERVE_ARGS adds flags.
+// BENCH_BACKLOG_WEBHOOKS (1000) × BENCH_BACKLOG_EVENTS (100) first attempts; BENCH_BACKLOG_ORIGINS (1)
+// spreads the webhooks over that many origins of the receiver (each a pool of connections of its own);
+// BENCH_BACKLOG_FAILING=none makes every attempt succeed (what the failures and their retries cost);
+// BENCH_SERVE_ARGS adds flags.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -16,6 +18,7 @@ import { cpuMicros, median, percentile, range, startServe, startWorker, watchRss
 
 const WEBHOOKS = Number(process.env.BENCH_BACKLOG_WEBHOOKS ?? 1000);
 const EVENTS = Number(process.env.BENCH_BACKLOG_EVENTS ?? 100);
+const ORIGINS = Number(process.env.BENCH_BACKLOG_ORIGINS ?? 1);
 const ROUNDS = Number(process.env.BENCH_BACKLOG_ROUNDS ?? 3);
 const WARMUP = Number(process.env.BENCH_BACKLOG_WARMUP ?? 2);
 const FAILING = process.env.BENCH_BACKLOG_FAILING === "none" ? "none" : "every third";
@@ -37,7 +40,9 @@ const bench: Bench = async () => {
     serve = await startServe(["--port", "0", "--conformance", "--webhook-ca", path.join(dir, "ca.pem"), "--clock", `scaled:${SCALE}`, ...extra]);
     const pid = serve.child.pid!;
     const idleMb = watchRss(pid).stop();
-    await load.call("setup", { server: serve.url, urls: Array.from({ length: WEBHOOKS }, (_, i) => `${origin}/${FAILING === "none" ? "ok" : "fail-third"}/${i}`), businessID: "4711" });
+    const origins = [origin, ...(ORIGINS > 1 ? await receiver.call<string[]>("origins", ORIGINS - 1) : [])];
+    const urls = Array.from({ length: WEBHOOKS }, (_, i) => `${origins[i % origins.length]}/${FAILING === "none" ? "ok" : "fail-third"}/${i}`);
+    await load.call("setup", { server: serve.url, urls, businessID: "4711" });
     // Tracked from the first round: a retry succeeds only where the receiver knows it for one.
     await receiver.call("track", true);
 
@@ -73,7 +78,7 @@ const bench: Bench = async () => {
       if (i >= WARMUP) rounds.push(round);
     }
     results.push({
-      name: `the same workload at a tenth of the backlog (${WEBHOOKS} webhooks × ${tenth} events, ${FAILING} failing), ${ROUNDS} rounds after ${WARMUP}`,
+      name: `the same workload at a tenth of the backlog (${WEBHOOKS} webhooks${ORIGINS > 1 ? ` at ${ORIGINS} origins` : ""} × ${tenth} events, ${FAILING} failing), ${ROUNDS} rounds after ${WARMUP}`,
       value: `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/attempt`,
     });
 
@@ -86,7 +91,7 @@ const bench: Bench = async () => {
     const peak = rss.stop();
     const ratios = rounds.map((r) => backlog.rate / r.rate);
     results.push({
-      name: `backlog of ${total} first attempts (${WEBHOOKS} webhooks × ${EVENTS} events, queued in ${(backlog.triggerMs / 1000).toFixed(1)} s), ${FAILING} failing, scale ${SCALE}`,
+      name: `backlog of ${total} first attempts (${WEBHOOKS} webhooks${ORIGINS > 1 ? ` at ${ORIGINS} origins` : ""} × ${EVENTS} events, queued in ${(backlog.triggerMs / 1000).toFixed(1)} s), ${FAILING} failing, scale ${SCALE}`,
       value:
         `${backlog.made} attempts in ${backlog.seconds.toFixed(1)} s = ${Math.round(backlog.rate)}/s, ${range(ratios, 2)}x the tenth's rounds, ` +
         `${Math.round(backlog.cpuUs)} µs CPU/attempt; serve RSS idle ${Math.round(idleMb)} MB, peak ${Math.round(peak)} MB`,
