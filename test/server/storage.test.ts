@@ -231,7 +231,8 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
 
   // A claim reads the due attempts one of two ways (store.ts, claim_due_attempts): where many webhooks
   // could fill it, from the earliest due of all; otherwise, or when a few webhooks' backlogs come first,
-  // by a probe per webhook: of those with pending attempts where they are few, else of each registered.
+  // by a probe per webhook: of those with pending attempts where 128 or more are registered and few have
+  // any, else of each registered.
   // Either way it takes the same attempts, which this model says (D40, D44).
   async function claimsAgainstModel(registered: number, active: number) {
     const db = await (await fresh()).open();
@@ -267,11 +268,7 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
             const before = await claimWays(tx);
             const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
             const after = await claimWays(tx);
-            got = {
-              ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(),
-              earliestScans: after.earliest - before.earliest,
-              probes: after.probes - before.probes,
-            };
+            got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
             throw new Error("rolled back");
           })
           .catch((error: Error) => {
@@ -356,6 +353,10 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       expect((await queued("booking.confirmed")).count, "disabled").toBe(0);
       await db.query("UPDATE webhooks SET status = 'enabled', business_id = '4712' WHERE id = 'r1'");
       expect([(await queued("booking.confirmed")).count, (await queued("booking.confirmed", "4712")).count], "enabled, of another business").toEqual([0, 1]);
+      await db.query("UPDATE webhooks SET client_id = 'other' WHERE id = 'r1'");
+      expect((await queued("booking.confirmed", "4712")).count, "of a client that does not own the business (D27)").toBe(0);
+      await db.query("UPDATE webhooks SET client_id = 'c' WHERE id = 'r1'");
+      expect((await queued("booking.confirmed", "4712")).count, "its owner's again").toBe(1);
       await db.query("DELETE FROM webhooks WHERE id = 'r1'");
       expect((await queued("booking.confirmed", "4712")).count, "deleted").toBe(0);
       // Written without the triggers (as before they existed): the next start adds its subscriptions.
