@@ -4,7 +4,7 @@ import { once } from "node:events";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startServe } from "../../scripts/bench/lib/procs.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
@@ -37,6 +37,13 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     return { open: () => openEmbedded(path.join(dir, name)) };
   }
 
+  /** A new, empty database, open until the test ends. */
+  async function freshDb(): Promise<Db> {
+    const db = await (await fresh()).open();
+    onTestFinished(() => db.close());
+    return db;
+  }
+
   it("migrates idempotently and keeps what was committed across a reopen", async () => {
     const store = await fresh();
     const db = await store.open();
@@ -54,46 +61,38 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   });
 
   it("rolls a failed transaction back entirely", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await expect(
-        db.transaction(async (tx) => {
-          await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
-          await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
-        }),
-      ).rejects.toThrow();
-      expect((await db.query("SELECT * FROM tokens")).rows).toEqual([]);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
+        await tx.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ('h', 'c', 's', 1)");
+      }),
+    ).rejects.toThrow();
+    expect((await db.query("SELECT * FROM tokens")).rows).toEqual([]);
   });
 
   // The embedded store prepares each statement text once (store-worker.ts): what a prepared statement
   // is given and answers, its errors, and texts past the number it keeps prepared.
   it("answers every statement as written: parameters of every kind, errors that leave the connection usable, any number of texts", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      const params = [null, ["a", "b,c", 'q"\\', "{}", "", null, "ü ✓"], true, ["1", "-9223372036854775808", null], "ü ✓", [], [200, null, -5], [true, false, null], [1, 2n]];
-      const sql =
-        "SELECT $1::text IS NULL AS a, $2::text[] AS b, $3::boolean AS c, $4::bigint[]::text[] AS d, $5::text AS e, cardinality($6::bigint[]) AS f, $7::integer[] AS g, $8::boolean[] AS h, $9::bigint[]::text[] AS i";
-      const expected = { a: true, b: params[1], c: true, d: params[3], e: params[4], f: 0, g: params[6], h: params[7], i: ["1", "2"] };
-      for (let i = 0; i < 2; i++) expect((await db.query(sql, params)).rows).toEqual([expected]);
-      // What PostgreSQL refuses in an array's text is refused as such however it is passed.
-      await expect(db.query("SELECT $1::bigint[] AS a", [["9223372036854775808"]])).rejects.toMatchObject({ code: "22003" });
-      await expect(db.query("SELECT $1::bigint[] AS a", [["1", "x1"]])).rejects.toMatchObject({ code: "22P02" });
-      await expect(db.query("SELEC 1")).rejects.toMatchObject({ code: "42601" });
-      await db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"]);
-      await expect(db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"])).rejects.toMatchObject({ code: "23505" });
-      expect((await db.query(sql, params)).rows).toEqual([expected]);
-      expect(await db.transaction(async (tx) => (await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM tokens")).rows)).toEqual([{ n: 1 }]);
-      const texts = Array.from({ length: 300 }, (_, i) => `SELECT ${i}::int + $1::int AS n`);
-      for (const [i, text] of texts.entries()) expect((await db.query<{ n: number }>(text, [1])).rows).toEqual([{ n: i + 1 }]);
-      expect((await db.query<{ n: number }>(texts[0]!, [2])).rows).toEqual([{ n: 2 }]);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    const params = [null, ["a", "b,c", 'q"\\', "{}", "", null, "ü ✓"], true, ["1", "-9223372036854775808", null], "ü ✓", [], [200, null, -5], [true, false, null], [1, 2n]];
+    const sql =
+      "SELECT $1::text IS NULL AS a, $2::text[] AS b, $3::boolean AS c, $4::bigint[]::text[] AS d, $5::text AS e, cardinality($6::bigint[]) AS f, $7::integer[] AS g, $8::boolean[] AS h, $9::bigint[]::text[] AS i";
+    const expected = { a: true, b: params[1], c: true, d: params[3], e: params[4], f: 0, g: params[6], h: params[7], i: ["1", "2"] };
+    for (let i = 0; i < 2; i++) expect((await db.query(sql, params)).rows).toEqual([expected]);
+    // What PostgreSQL refuses in an array's text is refused as such however it is passed.
+    await expect(db.query("SELECT $1::bigint[] AS a", [["9223372036854775808"]])).rejects.toMatchObject({ code: "22003" });
+    await expect(db.query("SELECT $1::bigint[] AS a", [["1", "x1"]])).rejects.toMatchObject({ code: "22P02" });
+    await expect(db.query("SELEC 1")).rejects.toMatchObject({ code: "42601" });
+    await db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"]);
+    await expect(db.query("INSERT INTO tokens (token_hash, client_id, scopes, expires_at) VALUES ($1, 'c', 's', 1)", ["h"])).rejects.toMatchObject({ code: "23505" });
+    expect((await db.query(sql, params)).rows).toEqual([expected]);
+    expect(await db.transaction(async (tx) => (await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM tokens")).rows)).toEqual([{ n: 1 }]);
+    const texts = Array.from({ length: 300 }, (_, i) => `SELECT ${i}::int + $1::int AS n`);
+    for (const [i, text] of texts.entries()) expect((await db.query<{ n: number }>(text, [1])).rows).toEqual([{ n: i + 1 }]);
+    expect((await db.query<{ n: number }>(texts[0]!, [2])).rows).toEqual([{ n: 2 }]);
   });
 
   /**
@@ -150,83 +149,71 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   // empty table (the embedded store analyzes a changed table once a minute, as PostgreSQL's autovacuum does), it chose
   // a scan of attempts per webhook, and a 100k backlog then kept the database busy for minutes.
   it("claims by index probes, never a scan of attempts, even planned from an empty table's statistics", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query("ANALYZE");
-      await db.query(TWENTY_WEBHOOKS);
-      await db.query(ATTEMPTS_OVER_THEM);
-      const scans = await scansOf(db, "attempts", async (tx) => {
-        expect(await claimAttempts(tx)).toHaveLength(32);
-      });
-      expect(scans.seq, "scans of attempts").toBe(0);
-      expect(scans.idx).toBeGreaterThan(0);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await db.query("ANALYZE");
+    await db.query(TWENTY_WEBHOOKS);
+    await db.query(ATTEMPTS_OVER_THEM);
+    const scans = await scansOf(db, "attempts", async (tx) => {
+      expect(await claimAttempts(tx)).toHaveLength(32);
+    });
+    expect(scans.seq, "scans of attempts").toBe(0);
+    expect(scans.idx).toBeGreaterThan(0);
   });
 
   // Where many webhooks could fill a claim it reads the earliest due attempts of all first: that plan too
   // is made once, maybe from an empty table's statistics, and must read a claim's worth, not the backlog.
   it("reads only the earliest due attempts where many webhooks could fill a claim, even planned from an empty table's statistics", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query("ANALYZE");
-      await db.query(webhooksW1To(100));
-      await db.query(attemptsOverW1To(100));
-      // The webhooks' count, which chooses the way; the attempts' statistics stay those of an empty table.
-      await db.query("ANALYZE webhooks");
-      const { reads, earliest, probes, lookups } = await db.transaction(async (tx) => {
-        await trackCalls(tx);
-        const before = await tableReads(tx, "attempts");
-        const waysBefore = await claimWays(tx);
-        expect(await claimAttempts(tx)).toHaveLength(32);
-        const after = await tableReads(tx, "attempts");
-        const waysAfter = await claimWays(tx);
-        return {
-          reads: { seq: after.seq - before.seq, rows: after.rows - before.rows },
-          earliest: waysAfter.earliest - waysBefore.earliest,
-          probes: waysAfter.probes - waysBefore.probes,
-          lookups: waysAfter.lookups - waysBefore.lookups,
-        };
-      });
-      // Enough webhooks with pending attempts to fill it (found by 32 / 2 + 1 descents), then the earliest due.
-      const found = 32 / 2 + 1;
-      expect({ earliest: earliest > 0, probes, lookups }, "the way the claim read them").toEqual({ earliest: true, probes: found, lookups: 1 });
-      expect(reads.seq, "scans of attempts").toBe(0);
-      // A row per descent, the 4 × 32 earliest, then the 32 taken by key, locked and updated: far from the 2,000 due.
-      expect(reads.rows, "attempts read by a claim of 32").toBeLessThanOrEqual(found + 4 * 32 + 2 * 32);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await db.query("ANALYZE");
+    await db.query(webhooksW1To(100));
+    await db.query(attemptsOverW1To(100));
+    // The webhooks' count, which chooses the way; the attempts' statistics stay those of an empty table.
+    await db.query("ANALYZE webhooks");
+    const { reads, earliest, probes, lookups } = await db.transaction(async (tx) => {
+      await trackCalls(tx);
+      const before = await tableReads(tx, "attempts");
+      const waysBefore = await claimWays(tx);
+      expect(await claimAttempts(tx)).toHaveLength(32);
+      const after = await tableReads(tx, "attempts");
+      const waysAfter = await claimWays(tx);
+      return {
+        reads: { seq: after.seq - before.seq, rows: after.rows - before.rows },
+        earliest: waysAfter.earliest - waysBefore.earliest,
+        probes: waysAfter.probes - waysBefore.probes,
+        lookups: waysAfter.lookups - waysBefore.lookups,
+      };
+    });
+    // Enough webhooks with pending attempts to fill it (found by 32 / 2 + 1 descents), then the earliest due.
+    const found = 32 / 2 + 1;
+    expect({ earliest: earliest > 0, probes, lookups }, "the way the claim read them").toEqual({ earliest: true, probes: found, lookups: 1 });
+    expect(reads.seq, "scans of attempts").toBe(0);
+    // A row per descent, the 4 × 32 earliest, then the 32 taken by key, locked and updated: far from the 2,000 due.
+    expect(reads.rows, "attempts read by a claim of 32").toBeLessThanOrEqual(found + 4 * 32 + 2 * 32);
   });
 
   // With statistics where one webhook holds every pending attempt, the planner read a probe's webhook_id
   // = w.id as matching nearly every row and probed each idle webhook through the index of all due
   // attempts, the whole backlog once per webhook (store.ts sets the column's n_distinct).
   it("probes each webhook by its own attempts, even with statistics where one webhook holds the backlog", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query(webhooksW1To(100));
-      await db.query(attemptsOverW1To(1));
-      // And one attempt each of w2..w40, due after w1's: the earliest due give too few, and with fewer
-      // than 128 registered every one is probed.
-      await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'f' || i, 'w' || i, 1, 3000 + i FROM generate_series(2, 40) i");
-      await db.query("ANALYZE");
-      const reads = await db.transaction(async (tx) => {
-        const before = await tableReads(tx, "attempts");
-        // 32 places, 16 a webhook: the earliest due are all w1's, so the claim probes the 100 webhooks.
-        expect(await claimAttempts(tx, 16)).toHaveLength(32);
-        return (await tableReads(tx, "attempts")).rows - before.rows;
-      });
-      // A row per descent (32 / 16 + 1), the 4 × 32 earliest, w1's 16 and the others' one each through
-      // their probes, the 32 taken by key, locked and updated; the other 60 probes find nothing.
-      expect(reads, "attempts read by the claim").toBeLessThanOrEqual(3 + 4 * 32 + 16 + 39 + 2 * 32);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await db.query(webhooksW1To(100));
+    await db.query(attemptsOverW1To(1));
+    // And one attempt each of w2..w40, due after w1's: the earliest due give too few, and with fewer
+    // than 128 registered every one is probed.
+    await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'f' || i, 'w' || i, 1, 3000 + i FROM generate_series(2, 40) i");
+    await db.query("ANALYZE");
+    const reads = await db.transaction(async (tx) => {
+      const before = await tableReads(tx, "attempts");
+      // 32 places, 16 a webhook: the earliest due are all w1's, so the claim probes the 100 webhooks.
+      expect(await claimAttempts(tx, 16)).toHaveLength(32);
+      return (await tableReads(tx, "attempts")).rows - before.rows;
+    });
+    // A row per descent (32 / 16 + 1), the 4 × 32 earliest, w1's 16 and the others' one each through
+    // their probes, the 32 taken by key, locked and updated; the other 60 probes find nothing.
+    expect(reads, "attempts read by the claim").toBeLessThanOrEqual(3 + 4 * 32 + 16 + 39 + 2 * 32);
   });
 
   // A claim reads the due attempts one of two ways (store.ts, claim_due_attempts): where many webhooks
@@ -235,75 +222,71 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   // any, else of each registered.
   // Either way it takes the same attempts, which this model says (D40, D44).
   async function claimsAgainstModel(registered: number, active: number) {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      const next = seededRandom(20261126);
-      const webhooks = Array.from({ length: active }, (_, i) => `w${i + 1}`);
-      const late = `w${active + 1}`;
-      // Distinct due times: which attempts are the earliest is never a tie. w1 has a backlog of 200
-      // spread over the day; in the second half the backlog of 400 of the next one comes before everything.
-      const times = Array.from({ length: 4000 }, (_, i) => i + 1).sort(() => next() - 0.5);
-      const rows: { webhook: string; due: number }[] = [];
-      for (const webhook of webhooks) for (let n = webhook === "w1" ? 200 : 1 + Math.floor(next() * 20); n > 0; n--) rows.push({ webhook, due: 1000 + times.pop()! });
-      await db.query(webhooksW1To(registered));
-      const insert = (of: typeof rows) =>
-        db.query<{ id: string }>("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e', w, 1, d FROM unnest($1::text[], $2::bigint[]) AS t(w, d) RETURNING id::text", [of.map((r) => r.webhook), of.map((r) => r.due)]);
-      const ids = (await insert(rows)).rows.map((r) => r.id);
-      const attempts = rows.map((r, i) => ({ ...r, id: ids[i]! }));
-      // The statistics the claim chooses its way by: the webhooks registered.
-      await db.query("ANALYZE webhooks");
+    const db = await freshDb();
+    await migrate(db);
+    const next = seededRandom(20261126);
+    const webhooks = Array.from({ length: active }, (_, i) => `w${i + 1}`);
+    const late = `w${active + 1}`;
+    // Distinct due times: which attempts are the earliest is never a tie. w1 has a backlog of 200
+    // spread over the day; in the second half the backlog of 400 of the next one comes before everything.
+    const times = Array.from({ length: 4000 }, (_, i) => i + 1).sort(() => next() - 0.5);
+    const rows: { webhook: string; due: number }[] = [];
+    for (const webhook of webhooks) for (let n = webhook === "w1" ? 200 : 1 + Math.floor(next() * 20); n > 0; n--) rows.push({ webhook, due: 1000 + times.pop()! });
+    await db.query(webhooksW1To(registered));
+    const insert = (of: typeof rows) =>
+      db.query<{ id: string }>("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e', w, 1, d FROM unnest($1::text[], $2::bigint[]) AS t(w, d) RETURNING id::text", [of.map((r) => r.webhook), of.map((r) => r.due)]);
+    const ids = (await insert(rows)).rows.map((r) => r.id);
+    const attempts = rows.map((r, i) => ({ ...r, id: ids[i]! }));
+    // The statistics the claim chooses its way by: the webhooks registered.
+    await db.query("ANALYZE webhooks");
 
-      const expected = (now: number, limit: number, perWebhook: number, busy: string[]) => {
-        const byWebhook = new Map<string, typeof attempts>();
-        for (const a of attempts) if (a.due <= now && !busy.includes(a.webhook)) byWebhook.set(a.webhook, [...(byWebhook.get(a.webhook) ?? []), a]);
-        const firsts = [...byWebhook.values()].flatMap((own) => own.sort((x, y) => x.due - y.due).slice(0, perWebhook));
-        return firsts.sort((x, y) => x.due - y.due).slice(0, limit).map((a) => a.id).sort();
-      };
-      // Each claim in a transaction rolled back (its attempts stay pending), with what its ways did.
-      const claim = async (now: number, limit: number, perWebhook: number, busy: string[]) => {
-        let got: { ids: string[]; earliestScans: number; probes: number } | undefined;
-        await db
-          .transaction(async (tx) => {
-            const before = await claimWays(tx);
-            const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
-            const after = await claimWays(tx);
-            got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
-            throw new Error("rolled back");
-          })
-          .catch((error: Error) => {
-            if (error.message !== "rolled back") throw error;
-          });
-        return got!;
-      };
+    const expected = (now: number, limit: number, perWebhook: number, busy: string[]) => {
+      const byWebhook = new Map<string, typeof attempts>();
+      for (const a of attempts) if (a.due <= now && !busy.includes(a.webhook)) byWebhook.set(a.webhook, [...(byWebhook.get(a.webhook) ?? []), a]);
+      const firsts = [...byWebhook.values()].flatMap((own) => own.sort((x, y) => x.due - y.due).slice(0, perWebhook));
+      return firsts.sort((x, y) => x.due - y.due).slice(0, limit).map((a) => a.id).sort();
+    };
+    // Each claim in a transaction rolled back (its attempts stay pending), with what its ways did.
+    const claim = async (now: number, limit: number, perWebhook: number, busy: string[]) => {
+      let got: { ids: string[]; earliestScans: number; probes: number } | undefined;
+      await db
+        .transaction(async (tx) => {
+          const before = await claimWays(tx);
+          const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
+          const after = await claimWays(tx);
+          got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
+          throw new Error("rolled back");
+        })
+        .catch((error: Error) => {
+          if (error.message !== "rolled back") throw error;
+        });
+      return got!;
+    };
 
-      // The ways taken: answered from the earliest due; fell back from them to probes; probes only. And
-      // the most index scans of attempts_pending_by_webhook (descents and probes) a claim made.
-      const ways = { earliest: 0, fellBack: 0, probes: 0, mostScans: 0 };
-      const check = async (round: number) => {
-        const now = 1000 + Math.floor(next() * 4400);
-        const limit = 1 + Math.floor(next() * 40);
-        const perWebhook = 1 + Math.floor(next() * 4);
-        const busy = webhooks.filter(() => next() < [0, 0.1, 0.5][round % 3]!);
-        const got = await claim(now, limit, perWebhook, busy);
-        expect(got.ids, `round ${round}: now ${now}, limit ${limit}, ${perWebhook} a webhook, ${busy.length} busy`).toEqual(expected(now, limit, perWebhook, busy));
-        // Before the earliest due, pending_webhooks looks for limit / perWebhook + 1 webhooks, one descent
-        // each: scans beyond those are the fall-back's.
-        if (got.earliestScans > 0 && got.probes <= Math.floor(limit / perWebhook) + 1) ways.earliest++;
-        else if (got.earliestScans > 0) ways.fellBack++;
-        else ways.probes++;
-        ways.mostScans = Math.max(ways.mostScans, got.probes);
-      };
-      for (let round = 0; round < 40; round++) await check(round);
-      // A backlog, due before everything else: the earliest due are mostly its own.
-      const backlog = Array.from({ length: 400 }, (_, i) => ({ webhook: late, due: 1 + i }));
-      const backlogIds = (await insert(backlog)).rows.map((r) => r.id);
-      attempts.push(...backlog.map((r, i) => ({ ...r, id: backlogIds[i]! })));
-      for (let round = 40; round < 80; round++) await check(round);
-      return ways;
-    } finally {
-      await db.close();
-    }
+    // The ways taken: answered from the earliest due; fell back from them to probes; probes only. And
+    // the most index scans of attempts_pending_by_webhook (descents and probes) a claim made.
+    const ways = { earliest: 0, fellBack: 0, probes: 0, mostScans: 0 };
+    const check = async (round: number) => {
+      const now = 1000 + Math.floor(next() * 4400);
+      const limit = 1 + Math.floor(next() * 40);
+      const perWebhook = 1 + Math.floor(next() * 4);
+      const busy = webhooks.filter(() => next() < [0, 0.1, 0.5][round % 3]!);
+      const got = await claim(now, limit, perWebhook, busy);
+      expect(got.ids, `round ${round}: now ${now}, limit ${limit}, ${perWebhook} a webhook, ${busy.length} busy`).toEqual(expected(now, limit, perWebhook, busy));
+      // Before the earliest due, pending_webhooks looks for limit / perWebhook + 1 webhooks, one descent
+      // each: scans beyond those are the fall-back's.
+      if (got.earliestScans > 0 && got.probes <= Math.floor(limit / perWebhook) + 1) ways.earliest++;
+      else if (got.earliestScans > 0) ways.fellBack++;
+      else ways.probes++;
+      ways.mostScans = Math.max(ways.mostScans, got.probes);
+    };
+    for (let round = 0; round < 40; round++) await check(round);
+    // A backlog, due before everything else: the earliest due are mostly its own.
+    const backlog = Array.from({ length: 400 }, (_, i) => ({ webhook: late, due: 1 + i }));
+    const backlogIds = (await insert(backlog)).rows.map((r) => r.id);
+    attempts.push(...backlog.map((r, i) => ({ ...r, id: backlogIds[i]! })));
+    for (let round = 40; round < 80; round++) await check(round);
+    return ways;
   }
 
   it("claims the earliest due attempts of each webhook but the busy ones, the same whichever way it reads them", async () => {
@@ -326,71 +309,63 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   // store_events finds the webhooks an event is queued for through subscriptions, which triggers on
   // webhooks keep (store.ts): whatever changes a webhook, and webhooks written before the triggers.
   it("queues an event for the enabled webhooks subscribed to it, reading only those, however their rows were written", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query("INSERT INTO business_owners (business_id, client_id) VALUES ('4711', 'c'), ('4712', 'c')");
-      // 1,000 webhooks of the business that take lead.created, one that takes review.created.
-      await db.query(webhooksW1To(1000));
-      await db.query(`INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('r1', 'c', 'https://example.com/', '["review.created","lead.created"]', '4711', 's', 0)`);
-      let n = 0;
-      const queued = (name: string, business = "4711") =>
-        db.transaction(async (tx) => {
-          const read = async () => (await tableReads(tx, "webhooks")).rows + (await tableReads(tx, "subscriptions")).rows;
-          const before = await read();
-          const { rows } = await tx.query<{ counts: number[] }>("SELECT store_events($1, $2, $3, $4, $5) AS counts", [[`x${++n}`], [name], [business], ["{}"], [0]]);
-          return { count: rows[0]!.counts[0], read: (await read()) - before };
-        });
-      const review = await queued("review.created");
-      expect(review.count).toBe(1);
-      // Not the 1,000 others (the index alone may answer, without the row).
-      expect(review.read, "rows of webhooks and subscriptions read").toBeLessThanOrEqual(1);
-      expect((await queued("lead.created")).count).toBe(1001);
-      expect((await queued("booking.confirmed")).count).toBe(0);
-      await db.query(`UPDATE webhooks SET events = '["booking.confirmed"]' WHERE id = 'r1'`);
-      expect([(await queued("review.created")).count, (await queued("booking.confirmed")).count], "after its events changed").toEqual([0, 1]);
-      await db.query("UPDATE webhooks SET status = 'disabled' WHERE id = 'r1'");
-      expect((await queued("booking.confirmed")).count, "disabled").toBe(0);
-      await db.query("UPDATE webhooks SET status = 'enabled', business_id = '4712' WHERE id = 'r1'");
-      expect([(await queued("booking.confirmed")).count, (await queued("booking.confirmed", "4712")).count], "enabled, of another business").toEqual([0, 1]);
-      await db.query("UPDATE webhooks SET client_id = 'other' WHERE id = 'r1'");
-      expect((await queued("booking.confirmed", "4712")).count, "of a client that does not own the business (D27)").toBe(0);
-      await db.query("UPDATE webhooks SET client_id = 'c' WHERE id = 'r1'");
-      expect((await queued("booking.confirmed", "4712")).count, "its owner's again").toBe(1);
-      await db.query("DELETE FROM webhooks WHERE id = 'r1'");
-      expect((await queued("booking.confirmed", "4712")).count, "deleted").toBe(0);
-      // Written without the triggers (as before they existed): the next start adds its subscriptions.
-      await db.query("DROP TRIGGER webhooks_inserted ON webhooks");
-      await db.query(`INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('r2', 'c', 'https://example.com/', '["review.created"]', '4711', 's', 0)`);
-      expect((await queued("review.created")).count).toBe(0);
-      await migrate(db);
-      expect((await queued("review.created")).count, "after a start").toBe(1);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await db.query("INSERT INTO business_owners (business_id, client_id) VALUES ('4711', 'c'), ('4712', 'c')");
+    // 1,000 webhooks of the business that take lead.created, one that takes review.created.
+    await db.query(webhooksW1To(1000));
+    await db.query(`INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('r1', 'c', 'https://example.com/', '["review.created","lead.created"]', '4711', 's', 0)`);
+    let n = 0;
+    const queued = (name: string, business = "4711") =>
+      db.transaction(async (tx) => {
+        const read = async () => (await tableReads(tx, "webhooks")).rows + (await tableReads(tx, "subscriptions")).rows;
+        const before = await read();
+        const { rows } = await tx.query<{ counts: number[] }>("SELECT store_events($1, $2, $3, $4, $5) AS counts", [[`x${++n}`], [name], [business], ["{}"], [0]]);
+        return { count: rows[0]!.counts[0], read: (await read()) - before };
+      });
+    const review = await queued("review.created");
+    expect(review.count).toBe(1);
+    // Not the 1,000 others (the index alone may answer, without the row).
+    expect(review.read, "rows of webhooks and subscriptions read").toBeLessThanOrEqual(1);
+    expect((await queued("lead.created")).count).toBe(1001);
+    expect((await queued("booking.confirmed")).count).toBe(0);
+    await db.query(`UPDATE webhooks SET events = '["booking.confirmed"]' WHERE id = 'r1'`);
+    expect([(await queued("review.created")).count, (await queued("booking.confirmed")).count], "after its events changed").toEqual([0, 1]);
+    await db.query("UPDATE webhooks SET status = 'disabled' WHERE id = 'r1'");
+    expect((await queued("booking.confirmed")).count, "disabled").toBe(0);
+    await db.query("UPDATE webhooks SET status = 'enabled', business_id = '4712' WHERE id = 'r1'");
+    expect([(await queued("booking.confirmed")).count, (await queued("booking.confirmed", "4712")).count], "enabled, of another business").toEqual([0, 1]);
+    await db.query("UPDATE webhooks SET client_id = 'other' WHERE id = 'r1'");
+    expect((await queued("booking.confirmed", "4712")).count, "of a client that does not own the business (D27)").toBe(0);
+    await db.query("UPDATE webhooks SET client_id = 'c' WHERE id = 'r1'");
+    expect((await queued("booking.confirmed", "4712")).count, "its owner's again").toBe(1);
+    await db.query("DELETE FROM webhooks WHERE id = 'r1'");
+    expect((await queued("booking.confirmed", "4712")).count, "deleted").toBe(0);
+    // Written without the triggers (as before they existed): the next start adds its subscriptions.
+    await db.query("DROP TRIGGER webhooks_inserted ON webhooks");
+    await db.query(`INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ('r2', 'c', 'https://example.com/', '["review.created"]', '4711', 's', 0)`);
+    expect((await queued("review.created")).count).toBe(0);
+    await migrate(db);
+    expect((await queued("review.created")).count, "after a start").toBe(1);
   });
 
   // The same plan, made while events was still empty (a new database's first claims find nothing due),
   // joined the claimed attempts' events by hash: each claim then read every event until the next ANALYZE.
   it("reads a claim's events by key, even with its plan made while there were none", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query("ANALYZE");
-      // One transaction: on PostgreSQL, one connection, whose plan the first claim makes.
-      const read = await db.transaction(async (tx) => {
-        expect(await claimAttempts(tx)).toHaveLength(0);
-        await tx.query(TWENTY_WEBHOOKS);
-        await tx.query("INSERT INTO events (id, name, business_id, body, created_at) SELECT 'e' || i, 'lead.created', '4711', '{}', i FROM generate_series(1, 2000) i");
-        await tx.query(ATTEMPTS_OVER_THEM);
-        const before = await tableReads(tx, "events");
-        expect(await claimAttempts(tx)).toHaveLength(32);
-        return (await tableReads(tx, "events")).rows - before.rows;
-      });
-      expect(read, "events read by a claim of 32").toBeLessThanOrEqual(32);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await db.query("ANALYZE");
+    // One transaction: on PostgreSQL, one connection, whose plan the first claim makes.
+    const read = await db.transaction(async (tx) => {
+      expect(await claimAttempts(tx)).toHaveLength(0);
+      await tx.query(TWENTY_WEBHOOKS);
+      await tx.query("INSERT INTO events (id, name, business_id, body, created_at) SELECT 'e' || i, 'lead.created', '4711', '{}', i FROM generate_series(1, 2000) i");
+      await tx.query(ATTEMPTS_OVER_THEM);
+      const before = await tableReads(tx, "events");
+      expect(await claimAttempts(tx)).toHaveLength(32);
+      return (await tableReads(tx, "events")).rows - before.rows;
+    });
+    expect(read, "events read by a claim of 32").toBeLessThanOrEqual(32);
   });
 
   // record_batch_outcomes answers rows only for the outcomes not recorded as succeeded, by their place
@@ -398,84 +373,72 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   // successes must come back at its place, and so must an attempt's second outcome in one batch (made
   // again after its lease lapsed), which its id alone would confuse with its first.
   it("records a batch's outcomes each as it ended: succeeded, stale where another process took the claim or it was recorded already, failed, cancelled", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query(TWENTY_WEBHOOKS);
-      await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 6) i");
-      const claimed = (await db.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 32, '{}')")).rows
-        .filter((r) => r.id !== null)
-        .map((r) => String(r.id));
-      expect(claimed).toHaveLength(6);
-      // The second attempt's lease was taken over by another process.
-      await db.query("UPDATE attempts SET claimed_by = 'other' WHERE id = $1", [claimed[1]]);
-      const parts = defaultParts(partsContext({ db, owner: "me" }));
-      const outcome = (i: number, fields: { ok: boolean; cancelled?: boolean; status?: number; retryAt?: number }) =>
-        ({ attemptId: claimed[i]!, webhookId: "w1", cancelled: false, endedAt: 10 + i, ...fields });
-      const recorded = await parts.record([
-        outcome(0, { ok: true, status: 200 }),
-        outcome(1, { ok: true, status: 200 }),
-        outcome(2, { ok: true, status: 204 }),
-        outcome(3, { ok: false, status: 500, retryAt: 100 }),
-        outcome(4, { ok: false, cancelled: true }),
-        outcome(5, { ok: true, status: 201 }),
-        outcome(0, { ok: false, status: 503, retryAt: 100 }),
-      ]);
-      expect(recorded).toEqual(["succeeded", "stale", "succeeded", "failed", "cancelled", "succeeded", "stale"]);
-      const { rows } = await db.query<{ event_id: string; attempt: number; state: string; status: number | null }>(
-        "SELECT event_id, attempt, state, status FROM attempts ORDER BY event_id, attempt",
-      );
-      expect(rows).toEqual([
-        { event_id: "e1", attempt: 1, state: "succeeded", status: 200 },
-        { event_id: "e2", attempt: 1, state: "in_flight", status: null },
-        { event_id: "e3", attempt: 1, state: "succeeded", status: 204 },
-        { event_id: "e4", attempt: 1, state: "failed", status: 500 },
-        { event_id: "e4", attempt: 2, state: "pending", status: null },
-        { event_id: "e5", attempt: 1, state: "cancelled", status: null },
-        { event_id: "e6", attempt: 1, state: "succeeded", status: 201 },
-      ]);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    await db.query(TWENTY_WEBHOOKS);
+    await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 6) i");
+    const claimed = (await db.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 32, '{}')")).rows
+      .filter((r) => r.id !== null)
+      .map((r) => String(r.id));
+    expect(claimed).toHaveLength(6);
+    // The second attempt's lease was taken over by another process.
+    await db.query("UPDATE attempts SET claimed_by = 'other' WHERE id = $1", [claimed[1]]);
+    const parts = defaultParts(partsContext({ db, owner: "me" }));
+    const outcome = (i: number, fields: { ok: boolean; cancelled?: boolean; status?: number; retryAt?: number }) =>
+      ({ attemptId: claimed[i]!, webhookId: "w1", cancelled: false, endedAt: 10 + i, ...fields });
+    const recorded = await parts.record([
+      outcome(0, { ok: true, status: 200 }),
+      outcome(1, { ok: true, status: 200 }),
+      outcome(2, { ok: true, status: 204 }),
+      outcome(3, { ok: false, status: 500, retryAt: 100 }),
+      outcome(4, { ok: false, cancelled: true }),
+      outcome(5, { ok: true, status: 201 }),
+      outcome(0, { ok: false, status: 503, retryAt: 100 }),
+    ]);
+    expect(recorded).toEqual(["succeeded", "stale", "succeeded", "failed", "cancelled", "succeeded", "stale"]);
+    const { rows } = await db.query<{ event_id: string; attempt: number; state: string; status: number | null }>(
+      "SELECT event_id, attempt, state, status FROM attempts ORDER BY event_id, attempt",
+    );
+    expect(rows).toEqual([
+      { event_id: "e1", attempt: 1, state: "succeeded", status: 200 },
+      { event_id: "e2", attempt: 1, state: "in_flight", status: null },
+      { event_id: "e3", attempt: 1, state: "succeeded", status: 204 },
+      { event_id: "e4", attempt: 1, state: "failed", status: 500 },
+      { event_id: "e4", attempt: 2, state: "pending", status: null },
+      { event_id: "e5", attempt: 1, state: "cancelled", status: null },
+      { event_id: "e6", attempt: 1, state: "succeeded", status: 201 },
+    ]);
   });
 
   // Each pass of the delivery loop asks which open leads are due and when the next one is (D19); as
   // scans of leads, with 100k leads these cost the embedded store's thread 17 and 46 ms a pass.
   it("finds the due and the next lead by index, never a scan of leads", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      await db.query(
-        "INSERT INTO leads (id, request_id, business_id, status, created_at, expires_at) SELECT 'l' || i, 'r' || i, '4711', CASE WHEN i % 3 = 0 THEN 'hired' ELSE 'new' END, 0, 1000000 + i FROM generate_series(1, 5000) i",
-      );
-      await db.query("ANALYZE leads");
-      // Past PostgreSQL's first five plans of a prepared statement (the embedded store prepares each
-      // text once), so that what is measured is the plan kept for every pass after.
-      for (let i = 0; i < 8; i++) {
-        expect((await db.query(EXPIRE_DUE_LEADS, [999999])).rows).toEqual([]);
-        await db.query(NEXT_DUE_AT, [999999]);
-      }
-      const scans = await scansOf(db, "leads", async (tx) => {
-        expect((await tx.query(EXPIRE_DUE_LEADS, [1000002])).rows).toHaveLength(2);
-        expect(Number((await tx.query<{ at: string | number }>(NEXT_DUE_AT, [1000002])).rows[0]!.at)).toBe(1000004);
-      });
-      expect(scans.seq, "scans of leads").toBe(0);
-      expect(scans.idx).toBeGreaterThan(0);
-    } finally {
-      await db.close();
+    const db = await freshDb();
+    await migrate(db);
+    await db.query(
+      "INSERT INTO leads (id, request_id, business_id, status, created_at, expires_at) SELECT 'l' || i, 'r' || i, '4711', CASE WHEN i % 3 = 0 THEN 'hired' ELSE 'new' END, 0, 1000000 + i FROM generate_series(1, 5000) i",
+    );
+    await db.query("ANALYZE leads");
+    // Past PostgreSQL's first five plans of a prepared statement (the embedded store prepares each
+    // text once), so that what is measured is the plan kept for every pass after.
+    for (let i = 0; i < 8; i++) {
+      expect((await db.query(EXPIRE_DUE_LEADS, [999999])).rows).toEqual([]);
+      await db.query(NEXT_DUE_AT, [999999]);
     }
+    const scans = await scansOf(db, "leads", async (tx) => {
+      expect((await tx.query(EXPIRE_DUE_LEADS, [1000002])).rows).toHaveLength(2);
+      expect(Number((await tx.query<{ at: string | number }>(NEXT_DUE_AT, [1000002])).rows[0]!.at)).toBe(1000004);
+    });
+    expect(scans.seq, "scans of leads").toBe(0);
+    expect(scans.idx).toBeGreaterThan(0);
   });
 
   it("hands out distinct numeric identifiers (D14), also to concurrent callers", async () => {
-    const db = await (await fresh()).open();
-    try {
-      await migrate(db);
-      const ids = await Promise.all(Array.from({ length: 50 }, () => nextId(db)));
-      expect(new Set(ids).size).toBe(50);
-      for (const id of ids) expect(validatorFor("LeadId")(id)).toBe(true);
-    } finally {
-      await db.close();
-    }
+    const db = await freshDb();
+    await migrate(db);
+    const ids = await Promise.all(Array.from({ length: 50 }, () => nextId(db)));
+    expect(new Set(ids).size).toBe(50);
+    for (const id of ids) expect(validatorFor("LeadId")(id)).toBe(true);
   });
 
   it("records the configuration's business owners (D27) when servers start together, and says what changed", async () => {
