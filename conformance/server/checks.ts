@@ -152,7 +152,8 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
     ctx.receiver.script(webhook.endpoint, [], answers.status(503));
     const mailsBefore = ctx.smtp.messages.length;
     await ctx.control.trigger("message.received", ctx.options.businessId);
-    const firstAttempts = await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt");
+    // The first alone: its retry, a first wait later (milliseconds under a scaled clock), may be there too.
+    const firstAttempts = (await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt")).slice(0, 1);
     const retries: RetryObservation[] = [];
     // The threshold-th failed attempt disables: threshold - 1 retries happen.
     for (const wait of retryWaitsSeconds.slice(0, disableAfterConsecutiveFailures - 1)) {
@@ -255,13 +256,16 @@ function failureKinds(ctx: ServerContext): Promise<FailureKindsRun> {
     // (D6, D24): timeout + wait after it began, the timeout being real time under a scaled clock.
     const hanging = await ctx.register("hanging", ["lead.updated"], business);
     ctx.receiver.script(hanging.endpoint, [answers.hang]);
+    const triggeredAt = performance.now();
     await ctx.control.trigger("lead.updated", business);
     await ctx.arrivals(hanging.endpoint, 0, 1, "the first attempt at the hanging endpoint");
     const timeoutSeconds = ctx.rules.attemptTimeoutSeconds;
     const scaled = ctx.options.clock.kind === "scaled" ? ctx.options.clock.factor : undefined;
     const floorMs = ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000;
     const timeout = await ctx.nextAttempt(hanging.endpoint, timeoutSeconds + firstWait, {
-      ...(scaled ? { scaledRealMs: Math.max(timeoutSeconds * scaled * 1000, floorMs) + firstWait * scaled * 1000 } : {}),
+      // The attempt began no earlier than its trigger, and before it arrived (connecting, TLS): early
+      // only if early counted from the trigger.
+      ...(scaled ? { scaledRealMs: Math.max(timeoutSeconds * scaled * 1000, floorMs) + firstWait * scaled * 1000, startedAfter: triggeredAt } : {}),
     });
     return { redirect: redirected, redirectFollowed: ctx.count("redirect-target"), closed: closedRetry, timeout };
   });

@@ -82,11 +82,20 @@ export interface ServerContext {
   /** Like `during`, plus (scaled time) the tolerance band, for asserting that nothing arrives. */
   quietFor(endpoint: string, seconds: number): Promise<Delivery[]>;
   /**
-   * Waits for the next attempt at `endpoint`, expected `waitSeconds` after `since` (default: the
-   * endpoint's last attempt) failed. `scaledRealMs` replaces the expected real gap under a scaled
-   * clock (an attempt timeout measured in real time).
+   * Waits for the next attempt at `endpoint` after those the scenario has accounted for (the ones
+   * `arrivals` waited for, and earlier `nextAttempt`s), expected `waitSeconds` after `since` (default:
+   * the last of those) failed. `scaledRealMs` replaces the expected real gap under a scaled clock (an
+   * attempt timeout measured in real time); `startedAfter` (real ms, `performance.now()`) is a moment
+   * the previous attempt cannot have begun before, where the wait counts from its beginning, which
+   * comes before its arrival by its connecting and TLS.
    */
-  nextAttempt(endpoint: string, waitSeconds: number, opts?: { since?: Delivery; scaledRealMs?: number }): Promise<RetryObservation>;
+  nextAttempt(endpoint: string, waitSeconds: number, opts?: NextAttemptOptions): Promise<RetryObservation>;
+}
+
+export interface NextAttemptOptions {
+  since?: Delivery;
+  scaledRealMs?: number;
+  startedAfter?: number;
 }
 
 export type RetryVerdict = "on-time" | "early" | "late" | "missing";
@@ -149,6 +158,12 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
   });
   const scenarios = new Map<string, Promise<unknown>>();
   const count = (endpoint: string) => receiver.at(endpoint).length;
+  /**
+   * Per endpoint, how many of its attempts the scenario has accounted for: the next attempt is the one
+   * after them, never "whatever comes after the count at the call", which a retry due a few ms after its
+   * attempt (a short wait under a scaled clock) may already have passed.
+   */
+  const accounted = new Map<string, number>();
   const dueNowMs = conformance.dueNowRealSeconds * 1000;
 
   async function during(endpoint: string, seconds: number): Promise<Delivery[]> {
@@ -187,15 +202,24 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
       .then(() => true)
       .catch(() => false);
     if (!reached && receiver.deliveries.length === 0) throw noDeliveryAtAll(what);
+    accounted.set(endpoint, since + Math.min(n, count(endpoint) - since));
     return receiver.at(endpoint).slice(since);
   }
 
   async function nextAttempt(
     endpoint: string,
     wait: number,
-    opts: { since?: Delivery; scaledRealMs?: number } = {},
+    opts: NextAttemptOptions = {},
   ): Promise<RetryObservation> {
-    const before = count(endpoint);
+    const before = accounted.get(endpoint) ?? count(endpoint);
+    const observed = (o: RetryObservation) => {
+      if (o.verdict !== "missing") accounted.set(endpoint, before + 1);
+      return o;
+    };
+    return observed(await observeNext(endpoint, before, wait, opts));
+  }
+
+  async function observeNext(endpoint: string, before: number, wait: number, opts: NextAttemptOptions): Promise<RetryObservation> {
     if (options.clock.kind === "virtual") {
       const exact = { dueMs: wait * 1000, earliestMs: wait * 1000, latestMs: wait * 1000 };
       await clock.elapse(wait - 1);
@@ -208,23 +232,27 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
         ? { expectedSeconds: wait, verdict: "late", observed: `between ${wait + 1} and ${wait + grace} s`, window: { ...exact, cameMs: (wait + grace) * 1000 } }
         : { expectedSeconds: wait, verdict: "missing", observed: `none within ${wait + grace} s`, window: exact };
     }
-    const previous = opts.since ?? receiver.at(endpoint).at(-1);
+    const previous = opts.since ?? receiver.at(endpoint)[before - 1];
     const expectedMs = opts.scaledRealMs ?? clock.realMs(wait);
     const tolerance = scaledTolerance(expectedMs);
     const factor = options.clock.factor;
     const seconds = (ms: number) => `${(ms / factor / 1000).toFixed(1)} s`;
-    const band = { dueMs: expectedMs, earliestMs: expectedMs - tolerance.earlyMs, latestMs: expectedMs + tolerance.lateMs };
+    // On the server's clock, as the report shows it: a real-time timeout is many of its seconds.
+    const expectedSeconds = opts.scaledRealMs === undefined ? wait : Math.round(expectedMs / factor / 1000);
+    // Counted from its beginning, the previous attempt may have begun this long before it arrived.
+    const head = opts.startedAfter !== undefined && previous ? Math.max(0, previous.arrivedAt - opts.startedAfter) : 0;
+    const band = { dueMs: expectedMs, earliestMs: expectedMs - tolerance.earlyMs - head, latestMs: expectedMs + tolerance.lateMs };
     try {
       await receiver.waitFor(() => count(endpoint) > before, expectedMs + tolerance.lateMs + 1000, `retry at ${endpoint}`);
     } catch {
-      return { expectedSeconds: wait, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}`, window: band };
+      return { expectedSeconds, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}`, window: band };
     }
     const gapMs = receiver.at(endpoint)[before]!.arrivedAt - (previous?.arrivedAt ?? 0);
     const observed = seconds(gapMs);
     const window = { ...band, cameMs: gapMs };
-    if (gapMs < band.earliestMs) return { expectedSeconds: wait, verdict: "early", observed, window };
-    if (gapMs > band.latestMs) return { expectedSeconds: wait, verdict: "late", observed, window };
-    return { expectedSeconds: wait, verdict: "on-time", observed, window };
+    if (gapMs < band.earliestMs) return { expectedSeconds, verdict: "early", observed, window };
+    if (gapMs > band.latestMs) return { expectedSeconds, verdict: "late", observed, window };
+    return { expectedSeconds, verdict: "on-time", observed, window };
   }
 
   const newSecret = () => `whsec-${randomBytes(18).toString("base64url")}`;

@@ -3,6 +3,7 @@
 // replaced `timing` part (src/server/delivery/parts.ts), never a branch in the product.
 import { loadConformanceRules } from "../../src/spec.js";
 import type { Timing } from "../../src/server/delivery/index.js";
+import type { DeliveryParts } from "../../src/server/delivery/parts.js";
 
 export interface ReferenceTiming {
   id: string;
@@ -13,6 +14,8 @@ export interface ReferenceTiming {
   timing(): Timing;
   /** Real ms an unanswered attempt is given under a virtual clock (within x-conformance's bounds). */
   virtualAttemptTimeoutMs?: number;
+  /** Parts the timing replaces besides `timing`, given the default ones. */
+  parts?(base: DeliveryParts): Partial<DeliveryParts>;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -50,6 +53,29 @@ export const referenceTimings: ReferenceTiming[] = [
     timing: () => {
       const maxMs = loadConformanceRules().scaledClock.tolerance.lateRealMs / 3;
       return { beforeAttempt: () => sleep(Math.random() * maxMs) };
+    },
+  },
+  {
+    id: "eager-slow",
+    clock: "scaled",
+    description:
+      "an attempt due now is made before the trigger answers, which then takes 20 ms more (a first retry, a few ms later, comes before it), and every other attempt to a URL spends 40 ms of its timeout connecting (a new connection's TLS, where the next attempt reuses it)",
+    timing: () => ({
+      async queued(makeDue) {
+        await makeDue();
+        await sleep(20);
+      },
+    }),
+    parts: (base) => {
+      const sent = new Map<string, number>();
+      return {
+        async send(url, body, signature, signal) {
+          const n = sent.get(url) ?? 0;
+          sent.set(url, n + 1);
+          if (n % 2 === 0) await sleep(40);
+          return base.send(url, body, signature, signal);
+        },
+      };
     },
   },
 ];
