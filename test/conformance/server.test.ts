@@ -2,7 +2,7 @@
 // timing (conformance/server/timings.ts), on both storage back-ends; a wait 20% short is told apart from
 // the tolerance band. The broken servers are in server-variants.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { brokenServers } from "../../conformance/broken/servers.js";
+import { brokenServers, type BrokenServer } from "../../conformance/broken/servers.js";
 import { formatResult } from "../../conformance/framework/report.js";
 import type { SuiteReport } from "../../conformance/framework/check.js";
 import type { ClockSetting } from "../../conformance/server/clock.js";
@@ -50,6 +50,25 @@ describe("server certification", () => {
     const variant = brokenServers.find((b) => b.id === "waits-20-percent-short")!;
     const report = await certifyReference(scaled(1e-4), { variant, db }, { only: ["retry-waits-follow-schedule"] });
     expect(report.results.find((r) => r.id === "retry-waits-follow-schedule")?.status).toBe("failed");
+  }, 120_000);
+
+  // D24: under a scaled clock a first attempt comes within 150 ms; one 800 ms late (inside its 1 s
+  // timeout) lets the other event's 2 h retry (720 ms at 1e-4) come before the success that resets.
+  it("fails a first attempt slower than a scaled clock allows, and says so", async () => {
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const variant: BrokenServer = {
+      id: "slow-first-review",
+      parts: (base) => ({
+        async send(url, body, signature, signal) {
+          if ((JSON.parse(body.toString("utf8")) as { event: string }).event === "review.created") await sleep(800);
+          return base.send(url, body, signature, signal);
+        },
+      }),
+    };
+    const report = await certifyReference(scaled(1e-4), { variant, db }, { only: ["success-resets-failure-count"] });
+    const result = report.results.find((r) => r.id === "success-resets-failure-count");
+    expect(result?.status).toBe("failed");
+    expect(result?.message).toMatch(/came \d+ ms after its trigger, after the other event's next retry: under a scaled clock a first attempt comes within 150 ms \(D24\)/);
   }, 120_000);
 
 });
