@@ -1,6 +1,6 @@
 // The catalogue of broken receivers: a correct node:http receiver with exactly one fault each. The
 // receiver certification must catch every one (conformance/broken/receiver-expected-failures.json).
-import { createHmac } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules } from "@partner-platform/sdk";
 
@@ -38,6 +38,16 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "accepts-missing-header": (secret) => receiver(secret, (_body, signature, correct) => (signature === undefined ? 204 : correct())),
   "accepts-signature-prefix": (secret) =>
     receiver(secret, (body, signature) => (signature && hmac(body, secret).startsWith(signature) ? 204 : 401)),
+  // The common idiom: hex-decoding the header, which takes uppercase (and stops at the first non-hex character).
+  "decodes-hex-signature": (secret) =>
+    receiver(secret, (body, signature) => {
+      const given = Buffer.from(signature ?? "", "hex");
+      const right = createHmac("sha256", secret).update(body).digest();
+      return given.length === right.length && timingSafeEqual(given, right) ? 204 : 401;
+    }),
+  "strips-sha256-prefix": (secret) => receiver(secret, (body, signature) => (signature?.replace(/^sha256=/, "") === hmac(body, secret) ? 204 : 401)),
+  "compares-first-half": (secret) =>
+    receiver(secret, (body, signature) => (signature?.length === 64 && signature.slice(0, 32) === hmac(body, secret).slice(0, 32) ? 204 : 401)),
   "rejects-duplicates": (secret) => {
     const seen = new Set<string>();
     return receiver(secret, (body, _signature, correct) => {

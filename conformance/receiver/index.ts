@@ -31,22 +31,35 @@ export interface ReceiverSuiteOptions {
 interface ReceiverContext {
   options: ReceiverSuiteOptions;
   timeoutMs: number;
-  /** Latency of every delivery made, for the timeout check. */
+  /** Latency of every authentic delivery made, for the timeout check. */
   latencies: number[];
-  send(body: Buffer, header: string | null): Promise<DeliveryOutcome>;
+  /** Delivers `body`; a forgery (`authentic: false`) is not timed: the service never sends one (D6 is its attempts' timeout). */
+  send(body: Buffer, header: string | null, authentic?: boolean): Promise<DeliveryOutcome>;
 }
 
 const otherSecret = "whsec-certification-other-secret";
 const reserialize = (body: Buffer) => Buffer.from(JSON.stringify(JSON.parse(body.toString("utf8"))));
 
-/** The vector's body with the header its kind calls for, signed for this receiver's secret. */
-function headerFor(v: SigningVector, secret: string): string | null {
-  const good = signPayload(v.body, secret);
-  switch (v.id) {
+/**
+ * The body with its envelope's timestamp made `now`, in the same form, every other byte as the vector
+ * has it: a receiver may ignore events older than it cares to accept (D3), and the vectors' dates are fixed.
+ */
+function stamped(body: Buffer, now = new Date()): Buffer {
+  const text = body.toString("utf8");
+  const at = now.toISOString().replace(/\.\d{3}Z$/, "Z");
+  const pattern = /("timestamp"\s*:\s*")\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(")/;
+  if (!pattern.test(text)) throw new Error(`a signing vector without a "timestamp" to stamp: ${text.slice(0, 80)}`);
+  return Buffer.from(text.replace(pattern, `$1${at}$2`), "utf8");
+}
+
+/** The header a vector's kind calls for, for `body` (the vector's, stamped) and this receiver's secret. */
+function headerFor(id: string, body: Buffer, secret: string): string | null {
+  const good = signPayload(body, secret);
+  switch (id) {
     case "wrong-secret":
-      return signPayload(v.body, otherSecret);
+      return signPayload(body, otherSecret);
     case "reserialized-body-signature":
-      return signPayload(reserialize(v.body), secret);
+      return signPayload(reserialize(body), secret);
     case "truncated-header":
       return good.slice(0, 63);
     case "uppercase-hex":
@@ -64,13 +77,15 @@ function headerFor(v: SigningVector, secret: string): string | null {
   }
 }
 
-/** For tampered-byte the body was changed after signing: sign the original instead. */
+/** A vector's body, stamped now, with its header; for tampered-byte the original is signed, not the body. */
 function signedBodyFor(v: SigningVector, secret: string, vectors: SigningVector[]): { body: Buffer; header: string | null } {
+  const now = new Date();
+  const body = stamped(v.body, now);
   if (v.id === "tampered-byte") {
     const original = vectors.find((x) => x.id === "compact-envelope")!;
-    return { body: v.body, header: signPayload(original.body, secret) };
+    return { body, header: signPayload(stamped(original.body, now), secret) };
   }
-  return { body: v.body, header: headerFor(v, secret) };
+  return { body, header: headerFor(v.id, body, secret) };
 }
 
 const vectors = loadSigningVectors();
@@ -97,7 +112,7 @@ function refusal(id: string, vectorId: string, section: string, title: string, s
     scenario,
     async run(ctx) {
       const { body, header } = signedBodyFor(vector(vectorId), ctx.options.secret, vectors);
-      const outcome = await ctx.send(body, header);
+      const outcome = await ctx.send(body, header, false);
       expectAnswers({ [vectorId]: outcome });
       expectThat(!ok(outcome), `the receiver acknowledged a delivery it must refuse (${vectorId})`, "a non-2xx status", shown(outcome));
     },
@@ -129,12 +144,17 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const v of vectors.filter((x) => x.valid && x.id !== "non-ascii-secret")) {
-        outcomes[v.id] = await ctx.send(v.body, signPayload(v.body, ctx.options.secret));
+        const { body, header } = signedBodyFor(v, ctx.options.secret, vectors);
+        outcomes[v.id] = await ctx.send(body, header);
       }
       // The hint fits only a receiver that answered and refused: a transport failure is reported as such.
       expectAnswers(outcomes);
       const refused = Object.entries(outcomes).filter(([, o]) => !ok(o));
-      expectEqual(Object.fromEntries(refused.map(([id, o]) => [id, shown(o)])), {}, "valid deliveries were refused: is the signature checked on re-serialized JSON?");
+      expectEqual(
+        Object.fromEntries(refused.map(([id, o]) => [id, shown(o)])),
+        {},
+        "valid deliveries were refused: each was signed over its exact bytes and stamped now, and a receiver acknowledges every authentic delivery, whatever its event or business (D3, D8): is the signature checked on re-serialized JSON?",
+      );
     },
   }),
   refusal("rejects-missing-signature", "missing-header", "§5.3", "A delivery without X-Service-Signature is refused.", "delivers a valid event without the signature header"),
@@ -143,6 +163,27 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   refusal("rejects-other-secret", "wrong-secret", "§5.2, §5.3", "A signature made with another secret is refused.", "delivers a valid event signed with another secret"),
   refusal("rejects-tampered-body", "tampered-byte", "§5.3", "A body changed after signing is refused.", "delivers a body with one byte changed after it was signed"),
   refusal("rejects-truncated-signature", "truncated-header", "§5.3, D2", "A signature cut short (a prefix of the right one) is refused.", "delivers a valid event with its signature cut to 63 characters"),
+  refusal(
+    "rejects-uppercase-signature",
+    "uppercase-hex",
+    "§5.3, D2",
+    "The right signature in uppercase hex is refused (the header is lowercase hex).",
+    "delivers a valid event with its signature in uppercase",
+  ),
+  refusal("rejects-prefixed-signature", "sha256-prefixed", "§5.3, D2", "The right signature behind a sha256= prefix is refused.", "delivers a valid event with sha256= before its signature"),
+  defineCheck({
+    id: "rejects-altered-signature",
+    section: "§5.3, D2",
+    title: "A signature that differs from the right one only in its last digit is refused (all of it is compared).",
+    scenario: "delivers a valid event with the last hex digit of its signature changed",
+    async run(ctx) {
+      const { body, header } = signedBodyFor(vector("compact-envelope"), ctx.options.secret, vectors);
+      const altered = `${header!.slice(0, -1)}${header!.endsWith("0") ? "1" : "0"}`;
+      const outcome = await ctx.send(body, altered, false);
+      expectAnswers({ altered: outcome });
+      expectThat(!ok(outcome), "the receiver acknowledged a signature whose last digit is wrong: is only part of it compared?", "a non-2xx status", shown(outcome));
+    },
+  }),
   refusal(
     "rejects-reserialized-body-signature",
     "reserialized-body-signature",
@@ -166,13 +207,13 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "answers-within-attempt-timeout",
     section: "§6, D6",
-    title: "Every delivery is answered within the attempt timeout.",
-    scenario: "times every delivery of the checks run before it (run alone: one valid delivery of its own)",
+    title: "Every authentic delivery is answered within the attempt timeout.",
+    scenario: "times every authentic delivery of the checks run before it, not the forgeries (run alone: one valid delivery of its own)",
     async run(ctx) {
       // With --only this check has nothing to time: a check that cannot fail would certify nothing.
       if (ctx.latencies.length === 0) {
-        const v = vector("compact-envelope");
-        expectAnswers({ delivery: await ctx.send(v.body, signPayload(v.body, ctx.options.secret)) });
+        const { body, header } = signedBodyFor(vector("compact-envelope"), ctx.options.secret, vectors);
+        expectAnswers({ delivery: await ctx.send(body, header) });
       }
       const slowest = Math.max(0, ...ctx.latencies);
       expectThat(slowest <= ctx.timeoutMs, "an answer came after the attempt timeout", `<= ${ctx.timeoutMs} ms`, `${Math.round(slowest)} ms`);
@@ -233,10 +274,10 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     options,
     timeoutMs,
     latencies,
-    async send(body, header) {
+    async send(body, header, authentic = true) {
       // Wait twice the timeout, so that a slow answer fails only the timeout check.
       const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header });
-      latencies.push(outcome.latencyMs);
+      if (authentic) latencies.push(outcome.latencyMs);
       return outcome;
     },
   };

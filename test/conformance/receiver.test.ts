@@ -1,10 +1,11 @@
 // Proof that the receiver certification certifies: the package's example receivers pass, and each
 // broken receiver fails exactly the checks listed for it.
 import { once } from "node:events";
-import type { Server } from "node:http";
+import type { RequestListener, Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { readRawBody, sendProblem, verifyDelivery } from "@partner-platform/sdk";
 import { createExpressReceiver } from "../../examples/receivers/express.js";
 import { createFastifyReceiver } from "../../examples/receivers/fastify.js";
 import { createNodeReceiver } from "../../examples/receivers/node-http.js";
@@ -54,6 +55,31 @@ describe("receiver certification", () => {
       await app.close();
     }
   });
+
+  // What D3 and D6 leave to a receiver: refusing events that are not fresh (the vectors' dates are fixed:
+  // the suite stamps each delivery as it sends it), and answering forgeries slowly (the timeout is the
+  // service's, and the service sends none).
+  it("certifies receivers that refuse events more than 5 minutes from now, or answer forgeries after the attempt timeout", async () => {
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const receiver =
+      (policy: { maxAgeSeconds?: number; forgeryDelayMs?: number }): RequestListener =>
+      (req, res) =>
+        void (async () => {
+          const body = await readRawBody(req, 1024 * 1024);
+          if (body === "too-large") return void res.writeHead(413).end();
+          const result = verifyDelivery(body, req.headers, secret);
+          if (!result.ok) {
+            await sleep(policy.forgeryDelayMs ?? 0);
+            return void sendProblem(res, result.problem);
+          }
+          const at = Date.parse((JSON.parse(body.toString("utf8")) as { timestamp: string }).timestamp);
+          const fresh = policy.maxAgeSeconds === undefined || Math.abs(Date.now() - at) <= policy.maxAgeSeconds * 1000;
+          res.writeHead(fresh ? 204 : 422).end();
+        })();
+    expect(failures(await certifyHandler(receiver({ maxAgeSeconds: 300 }), { secret }))).toEqual([]);
+    const slowRefusals = await certifyHandler(receiver({ forgeryDelayMs: slowReceiver.delayMs }), { secret, timeoutMs: slowReceiver.timeoutMs });
+    expect(failures(slowRefusals)).toEqual([]);
+  }, 60_000);
 
   it("times a delivery of its own when the timeout check runs alone", async () => {
     const only = ["answers-within-attempt-timeout"];
