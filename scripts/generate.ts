@@ -438,8 +438,11 @@ export async function buildGenerated(options: { tables?: boolean; specDir?: stri
 
 /** The tables of the certification suites (imported late: the suites' modules read generated/). */
 async function buildTables(): Promise<Files> {
-  const { serverCheckTable } = await import("./server-check-table.js");
-  return new Map([["conformance/server-checks.md", serverCheckTable()]]);
+  const { checkTable, suites } = await import("./check-tables.js");
+  return new Map([
+    ["conformance/server-checks.md", checkTable(suites.server)],
+    ["conformance/receiver-checks.md", checkTable(suites.receiver)],
+  ]);
 }
 
 export async function readGenerated(): Promise<Files> {

@@ -35,6 +35,12 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
       const again = JSON.stringify(JSON.parse(body.toString("utf8")));
       return signature === hmac(again, secret) ? 204 : 401;
     }),
+  // Handles the events it knows and refuses the one added after it was written.
+  "refuses-payment-received": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      const status = correct();
+      return status < 300 && (JSON.parse(body.toString("utf8")) as { event?: string }).event === "payment.received" ? 422 : status;
+    }),
   "accepts-missing-header": (secret) => receiver(secret, (_body, signature, correct) => (signature === undefined ? 204 : correct())),
   "accepts-signature-prefix": (secret) =>
     receiver(secret, (body, signature) => (signature && hmac(body, secret).startsWith(signature) ? 204 : 401)),

@@ -14,6 +14,7 @@ import { compareWithExpected, loadExpectedFailures } from "../../conformance/fra
 import { formatResult } from "../../conformance/framework/report.js";
 import { certifyHandler, certifyReceiver } from "../../conformance/receiver/index.js";
 import { packageRoot } from "../../src/paths.js";
+import { killersByCheck, suites } from "../../scripts/check-tables.js";
 
 const secret = "whsec-partner-receiver-0123456789";
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/receiver-expected-failures.json"));
@@ -97,6 +98,11 @@ describe("receiver certification", () => {
 
   it("lists every broken receiver in the expected-failures file, and nothing else", () => {
     expect(Object.keys(expected.variants).sort()).toEqual(Object.keys(brokenReceivers).sort());
+  });
+
+  it("names a broken receiver that fails each check", () => {
+    const unkilled = [...killersByCheck(suites.receiver)].filter(([, killers]) => killers.length === 0).map(([id]) => id);
+    expect(unkilled, "checks that no broken receiver fails: add a variant that proves each can fail").toEqual([]);
   });
 
   it.each(Object.keys(brokenReceivers).map((id) => [id] as const))("catches the broken receiver %s with the checks that name its fault", async (id) => {
