@@ -212,11 +212,9 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     opts: NextAttemptOptions = {},
   ): Promise<RetryObservation> {
     const before = accounted.get(endpoint) ?? count(endpoint);
-    const observed = (o: RetryObservation) => {
-      if (o.verdict !== "missing") accounted.set(endpoint, before + 1);
-      return o;
-    };
-    return observed(await observeNext(endpoint, before, wait, opts));
+    const observation = await observeNext(endpoint, before, wait, opts);
+    if (observation.verdict !== "missing") accounted.set(endpoint, before + 1);
+    return observation;
   }
 
   async function observeNext(endpoint: string, before: number, wait: number, opts: NextAttemptOptions): Promise<RetryObservation> {

@@ -49,7 +49,7 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
           webhookCa: env.caCert,
           parts: (base, ctx) => ({
             ...options.variant?.parts?.(base, ctx),
-            ...(options.timing ? { ...options.timing.parts?.(base), timing: options.timing.timing() } : {}),
+            ...(options.timing ? { ...options.timing.parts?.(base, ctx), timing: options.timing.timing() } : {}),
           }),
           registration: options.variant?.registration,
           rules: options.variant?.rules,

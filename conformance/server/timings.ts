@@ -1,9 +1,9 @@
 // Legal timings of the reference server, other than its default, that prove the suite's verdicts do
 // not depend on when an implementation makes an attempt (docs/implementing-a-server.md): each is a
-// replaced `timing` part (src/server/delivery/parts.ts), never a branch in the product.
+// replaced `timing` part (src/server/delivery/parts.ts), with other parts where it needs them, never a
+// branch in the product.
 import { loadConformanceRules } from "../../src/spec.js";
-import type { Timing } from "../../src/server/delivery/index.js";
-import type { DeliveryParts } from "../../src/server/delivery/parts.js";
+import type { PartsOverride, Timing } from "../../src/server/delivery/index.js";
 
 export interface ReferenceTiming {
   id: string;
@@ -14,8 +14,8 @@ export interface ReferenceTiming {
   timing(): Timing;
   /** Real ms an unanswered attempt is given under a virtual clock (within x-conformance's bounds). */
   virtualAttemptTimeoutMs?: number;
-  /** Parts the timing replaces besides `timing`, given the default ones. */
-  parts?(base: DeliveryParts): Partial<DeliveryParts>;
+  /** Parts the timing replaces besides `timing`, as a broken server's are. */
+  parts?: PartsOverride;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -21,6 +21,8 @@ const EVENTS = Number(process.env.BENCH_BACKLOG_EVENTS ?? 100);
 const ORIGINS = Number(process.env.BENCH_BACKLOG_ORIGINS ?? 1);
 const ROUNDS = Number(process.env.BENCH_BACKLOG_ROUNDS ?? 3);
 const WARMUP = Number(process.env.BENCH_BACKLOG_WARMUP ?? 2);
+/** How the webhooks are spread, for the results' names. */
+const AT_ORIGINS = ORIGINS > 1 ? ` at ${ORIGINS} origins` : "";
 const FAILING = process.env.BENCH_BACKLOG_FAILING === "none" ? "none" : "every third";
 const SCALE = 0.001;
 const FIRST_WAIT_MS = 60_000 * SCALE;
@@ -78,7 +80,7 @@ const bench: Bench = async () => {
       if (i >= WARMUP) rounds.push(round);
     }
     results.push({
-      name: `the same workload at a tenth of the backlog (${WEBHOOKS} webhooks${ORIGINS > 1 ? ` at ${ORIGINS} origins` : ""} × ${tenth} events, ${FAILING} failing), ${ROUNDS} rounds after ${WARMUP}`,
+      name: `the same workload at a tenth of the backlog (${WEBHOOKS} webhooks${AT_ORIGINS} × ${tenth} events, ${FAILING} failing), ${ROUNDS} rounds after ${WARMUP}`,
       value: `${range(rounds.map((r) => r.rate))}/s, ${range(rounds.map((r) => r.cpuUs))} µs CPU/attempt`,
     });
 
@@ -91,7 +93,7 @@ const bench: Bench = async () => {
     const peak = rss.stop();
     const ratios = rounds.map((r) => backlog.rate / r.rate);
     results.push({
-      name: `backlog of ${total} first attempts (${WEBHOOKS} webhooks${ORIGINS > 1 ? ` at ${ORIGINS} origins` : ""} × ${EVENTS} events, queued in ${(backlog.triggerMs / 1000).toFixed(1)} s), ${FAILING} failing, scale ${SCALE}`,
+      name: `backlog of ${total} first attempts (${WEBHOOKS} webhooks${AT_ORIGINS} × ${EVENTS} events, queued in ${(backlog.triggerMs / 1000).toFixed(1)} s), ${FAILING} failing, scale ${SCALE}`,
       value:
         `${backlog.made} attempts in ${backlog.seconds.toFixed(1)} s = ${Math.round(backlog.rate)}/s, ${range(ratios, 2)}x the tenth's rounds, ` +
         `${Math.round(backlog.cpuUs)} µs CPU/attempt; serve RSS idle ${Math.round(idleMb)} MB, peak ${Math.round(peak)} MB`,

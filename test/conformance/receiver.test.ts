@@ -14,7 +14,7 @@ import { compareWithExpected, loadExpectedFailures } from "../../conformance/fra
 import { formatResult } from "../../conformance/framework/report.js";
 import { certifyHandler, certifyReceiver } from "../../conformance/receiver/index.js";
 import { packageRoot } from "../../src/paths.js";
-import { killersByCheck, suites } from "../../scripts/check-tables.js";
+import { suites, unprovenChecks } from "../../scripts/check-tables.js";
 
 const secret = "whsec-partner-receiver-0123456789";
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken/receiver-expected-failures.json"));
@@ -101,8 +101,7 @@ describe("receiver certification", () => {
   });
 
   it("names a broken receiver that fails each check", () => {
-    const unkilled = [...killersByCheck(suites.receiver)].filter(([, killers]) => killers.length === 0).map(([id]) => id);
-    expect(unkilled, "checks that no broken receiver fails: add a variant that proves each can fail").toEqual([]);
+    expect(unprovenChecks(suites.receiver), "checks that no broken receiver fails: add a variant that proves each can fail").toEqual([]);
   });
 
   it.each(Object.keys(brokenReceivers).map((id) => [id] as const))("catches the broken receiver %s with the checks that name its fault", async (id) => {
