@@ -1,7 +1,7 @@
 // Delivering a signed event exactly as a conforming server does (spec/DECISIONS.md D1, D2, D6): the
 // bytes signed are the bytes sent, with the method, content type, header and timeout of the spec.
 import { createSecureContext, rootCertificates } from "node:tls";
-import { Agent, request, type Dispatcher } from "undici";
+import { Agent, Client, request, type Dispatcher } from "undici";
 import { newEventId, type WebhookEvent, signPayload, describeSchemaErrors, eventSchemaName, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
 import { eventExample, validatorFor } from "./spec.js";
 
@@ -51,10 +51,20 @@ export interface DeliverOptions {
   header?: string | null;
 }
 
+/** The TLS trust of a delivery: a CA (PEM) added to the public roots, or any certificate. */
+function tlsConnect(options: { ca?: string; insecure?: boolean }) {
+  return options.insecure ? { rejectUnauthorized: false } : { secureContext: createSecureContext({ ca: [...rootCertificates, options.ca!] }) };
+}
+
 /** An undici dispatcher that also trusts `ca` (PEM, added to the public roots), or trusts any certificate. */
 export function tlsDispatcher(options: { ca?: string; insecure?: boolean }): Dispatcher | undefined {
   if (!options.ca && !options.insecure) return undefined;
-  return new Agent({ connect: options.insecure ? { rejectUnauthorized: false } : { secureContext: createSecureContext({ ca: [...rootCertificates, options.ca!] }) } });
+  return new Agent({ connect: tlsConnect(options) });
+}
+
+/** One kept-alive connection to `url`'s origin (made again if the other side closes it), with the trust of `tlsDispatcher`. */
+export function connectionTo(url: string, options: { ca?: string; insecure?: boolean } = {}): Dispatcher {
+  return new Client(new URL(url).origin, options.ca || options.insecure ? { connect: tlsConnect(options) } : {});
 }
 
 /** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */

@@ -1,10 +1,15 @@
 // The catalogue of broken receivers: a correct node:http receiver with exactly one fault each. The
 // receiver certification must catch every one (conformance/broken/receiver-expected-failures.json).
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules } from "@partner-platform/sdk";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+/** A receiver that speaks HTTP/1.1 by hand on each connection (a node:http server always reads a body it was not asked for). */
+export interface RawReceiver {
+  connection(socket: Socket): void;
+}
 const header = () => loadDeliveryRules().signatureHeader.toLowerCase();
 const hmac = (body: Buffer | string, secret: string) => createHmac("sha256", secret).update(body).digest("hex");
 
@@ -28,7 +33,48 @@ function receiver(
   };
 }
 
-export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: number }) => Handler> = {
+/**
+ * A hand-written HTTP/1.1 receiver that keeps its connections alive and acknowledges what `accepts`
+ * accepts. With `answersBeforeBody` (the fault) it refuses a delivery without the header, or with an
+ * empty one, at once, before reading the body, whose bytes are then read as the start of the next request
+ * (a 400 and a closed connection). With `closesAfterRefusal` (legal) it closes the connection after each
+ * refusal without saying so first.
+ */
+export function handWrittenReceiver(
+  accepts: (body: Buffer, headers: Record<string, string>) => boolean,
+  { answersBeforeBody = false, closesAfterRefusal = false } = {},
+): RawReceiver {
+  return {
+    connection(socket) {
+      let buffer = Buffer.alloc(0);
+      const answer = (status: number, close = false) =>
+        socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-length: 0\r\n${close ? "connection: close\r\n" : ""}\r\n`);
+      const refuse = () => (answer(401), closesAfterRefusal && socket.end());
+      socket.on("error", () => socket.destroy());
+      socket.on("data", (chunk: Buffer) => {
+        buffer = Buffer.concat([buffer, chunk]);
+        for (let end = buffer.indexOf("\r\n\r\n"); end >= 0 && socket.writable; end = buffer.indexOf("\r\n\r\n")) {
+          const [requestLine = "", ...lines] = buffer.subarray(0, end).toString("latin1").split("\r\n");
+          if (!/^POST \S+ HTTP\/1\.1$/.test(requestLine)) return void (answer(400, true), socket.end());
+          const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+          if (answersBeforeBody && !headers[header()]) {
+            buffer = buffer.subarray(end + 4); // the body stays, to be read as the next request
+            refuse();
+            continue;
+          }
+          const length = Number(headers["content-length"] ?? 0);
+          if (buffer.length < end + 4 + length) return;
+          const body = buffer.subarray(end + 4, end + 4 + length);
+          buffer = buffer.subarray(end + 4 + length);
+          if (accepts(body, headers)) answer(204);
+          else refuse();
+        }
+      });
+    },
+  };
+}
+
+export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: number }) => Handler | RawReceiver> = {
   "no-verification": (secret) => receiver(secret, () => 204),
   "verifies-reserialized-json": (secret) =>
     receiver(secret, (body, signature) => {
@@ -64,6 +110,9 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
       return status;
     });
   },
+  "refuses-before-reading-body": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { answersBeforeBody: true }),
+  // The same, checking only that a signature is there: verdicts must not come from an earlier delivery's unread body.
+  "checks-signature-presence-only": () => handWrittenReceiver(() => true, { answersBeforeBody: true }),
   // Slow only on its first delivery (a cold start): one late answer must be enough to fail.
   "answers-after-timeout": (secret, { delayMs }) => {
     let first = true;

@@ -3,7 +3,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect as connectTcp, isIP, type AddressInfo, type Socket } from "node:net";
 import { connect as connectTls, createSecureContext, rootCertificates, type ConnectionOptions } from "node:tls";
-import { buildEnvelope, deliver, tlsDispatcher, type DeliveryOutcome } from "../../src/sender.js";
+import type { Dispatcher } from "undici";
+import { buildEnvelope, connectionTo, deliver, type DeliveryOutcome } from "../../src/sender.js";
 import { signPayload, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import {
   CheckFailed,
@@ -33,8 +34,14 @@ interface ReceiverContext {
   timeoutMs: number;
   /** Latency of every authentic delivery made, for the timeout check. */
   latencies: number[];
-  /** Delivers `body`; a forgery (`authentic: false`) is not timed: the service never sends one (D6 is its attempts' timeout). */
-  send(body: Buffer, header: string | null, authentic?: boolean): Promise<DeliveryOutcome>;
+  /**
+   * Delivers `body` on a connection of its own, so that what an earlier delivery left on a connection
+   * cannot decide this one's verdict, or on `connection`, kept alive across deliveries as a server's are
+   * (D52). A forgery is not timed: the service never sends one (D6 is its attempts' timeout).
+   */
+  send(body: Buffer, header: string | null, how?: { forgery?: boolean; connection?: Dispatcher }): Promise<DeliveryOutcome>;
+  /** A connection to the receiver that stays open across deliveries until closed. */
+  connection(): Dispatcher;
 }
 
 const otherSecret = "whsec-certification-other-secret";
@@ -112,7 +119,7 @@ function refusal(id: string, vectorId: string, section: string, title: string, s
     scenario,
     async run(ctx) {
       const { body, header } = signedBodyFor(vector(vectorId), ctx.options.secret, vectors);
-      const outcome = await ctx.send(body, header, false);
+      const outcome = await ctx.send(body, header, { forgery: true });
       expectAnswers({ [vectorId]: outcome });
       expectThat(!ok(outcome), `the receiver acknowledged a delivery it must refuse (${vectorId})`, "a non-2xx status", shown(outcome));
     },
@@ -179,7 +186,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     async run(ctx) {
       const { body, header } = signedBodyFor(vector("compact-envelope"), ctx.options.secret, vectors);
       const altered = `${header!.slice(0, -1)}${header!.endsWith("0") ? "1" : "0"}`;
-      const outcome = await ctx.send(body, altered, false);
+      const outcome = await ctx.send(body, altered, { forgery: true });
       expectAnswers({ altered: outcome });
       expectThat(!ok(outcome), "the receiver acknowledged a signature whose last digit is wrong: is only part of it compared?", "a non-2xx status", shown(outcome));
     },
@@ -202,6 +209,38 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       const outcomes = [await ctx.send(body, header), await ctx.send(body, header)];
       expectAnswers({ first: outcomes[0]!, second: outcomes[1]! });
       expectThat(outcomes.every(ok), "a duplicate delivery was not acknowledged", "2xx, 2xx", outcomes.map(shown));
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-after-refusal-on-same-connection",
+    section: "§6, D52",
+    title: "An authentic delivery that follows a refused one on the same kept-alive connection is acknowledged (a refusal leaves the connection usable).",
+    scenario: "on a connection kept alive, delivers a valid event without the signature header, then a new event correctly signed; again with an empty header",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [forgery, forged] of [["after a missing header", null], ["after an empty header", ""]] as const) {
+        // New events: a receiver may refuse an id it has seen refused; deduplication is not what is checked here.
+        const refused = Buffer.from(JSON.stringify(buildEnvelope("review.created")));
+        const body = Buffer.from(JSON.stringify(buildEnvelope("review.created")));
+        const header = signPayload(body, ctx.options.secret);
+        const connection = ctx.connection();
+        try {
+          await ctx.send(refused, forged, { forgery: true, connection });
+          outcomes[forgery] = await ctx.send(body, header, { connection });
+        } finally {
+          await connection.destroy();
+        }
+        // A receiver may close a connection after any answer, and a delivery can find it closing: that
+        // delivery is made again on a connection of its own. An HTTP answer is the receiver's verdict.
+        if (outcomes[forgery].status === undefined) outcomes[forgery] = await ctx.send(body, header);
+      }
+      expectAnswers(outcomes);
+      const failed = Object.entries(outcomes).filter(([, o]) => !ok(o));
+      expectEqual(
+        Object.fromEntries(failed.map(([k, o]) => [k, shown(o)])),
+        {},
+        "after a refused delivery on the same connection, an authentic one was not acknowledged: does the receiver answer before reading the body, which is then read as the next request? Read (or discard) the whole body before answering, or close the connection",
+      );
     },
   }),
   defineCheck({
@@ -268,24 +307,25 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
   const timeoutMs = options.timeoutMs ?? loadDeliveryRules().attemptTimeoutSeconds * 1000;
   // One line when the receiver cannot be reached or its certificate is not trusted, before any check.
   await preflightConnection(options.url, options.tls, timeoutMs);
-  const dispatcher = tlsDispatcher(options.tls ?? {});
   const latencies: number[] = [];
   const ctx: ReceiverContext = {
     options,
     timeoutMs,
     latencies,
-    async send(body, header, authentic = true) {
-      // Wait twice the timeout, so that a slow answer fails only the timeout check.
-      const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header });
-      if (authentic) latencies.push(outcome.latencyMs);
-      return outcome;
+    connection: () => connectionTo(options.url, options.tls),
+    async send(body, header, { forgery = false, connection } = {}) {
+      const dispatcher = connection ?? ctx.connection();
+      try {
+        // Wait twice the timeout, so that a slow answer fails only the timeout check.
+        const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header });
+        if (!forgery) latencies.push(outcome.latencyMs);
+        return outcome;
+      } finally {
+        if (!connection) await dispatcher.destroy();
+      }
     },
   };
-  try {
-    return await runChecks("receiver", options.url, receiverChecks, ctx, run);
-  } finally {
-    await dispatcher?.close();
-  }
+  return runChecks("receiver", options.url, receiverChecks, ctx, run);
 }
 
 /** Certifies a node:http-style handler in process, for a partner's own test runner. */

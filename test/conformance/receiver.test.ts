@@ -2,17 +2,18 @@
 // broken receiver fails exactly the checks listed for it.
 import { once } from "node:events";
 import type { RequestListener, Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { readRawBody, sendProblem, verifyDelivery } from "@partner-platform/sdk";
 import { createExpressReceiver } from "../../examples/receivers/express.js";
 import { createFastifyReceiver } from "../../examples/receivers/fastify.js";
 import { createNodeReceiver } from "../../examples/receivers/node-http.js";
-import { brokenReceivers } from "../../conformance/broken/receivers.js";
+import { brokenReceivers, handWrittenReceiver, type RawReceiver } from "../../conformance/broken/receivers.js";
 import { compareWithExpected, loadExpectedFailures } from "../../conformance/framework/expected-failures.js";
 import { formatResult } from "../../conformance/framework/report.js";
-import { certifyHandler, certifyReceiver } from "../../conformance/receiver/index.js";
+import { certifyHandler, certifyReceiver, type ReceiverSuiteOptions } from "../../conformance/receiver/index.js";
+import type { RunOptions } from "../../conformance/framework/check.js";
 import { packageRoot } from "../../src/paths.js";
 import { suites, unprovenChecks } from "../../scripts/check-tables.js";
 
@@ -22,6 +23,18 @@ const expected = loadExpectedFailures(path.join(packageRoot, "conformance/broken
 // 1.5 s leaves room for a loaded machine (a first answer took 350 ms beside other work).
 const slowReceiver = { timeoutMs: 1500, delayMs: 2000 };
 const failures = (report: Awaited<ReturnType<typeof certifyReceiver>>) => report.results.filter((r) => r.status !== "passed").map(formatResult);
+
+/** Certifies a node:http handler in process, or a receiver that speaks HTTP by hand on a port. */
+async function certifyBroken(receiver: RequestListener | RawReceiver, options: Omit<ReceiverSuiteOptions, "url">, run: RunOptions = {}) {
+  if (typeof receiver === "function") return certifyHandler(receiver, options, run);
+  const server = createNetServer((socket) => receiver.connection(socket)).listen(0, "127.0.0.1");
+  await once(server, "listening");
+  try {
+    return await certifyReceiver({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, ...options }, run);
+  } finally {
+    server.close();
+  }
+}
 
 async function urlOf(server: Server, pathname: string): Promise<string> {
   if (!server.listening) await once(server, "listening");
@@ -82,9 +95,16 @@ describe("receiver certification", () => {
     expect(failures(slowRefusals)).toEqual([]);
   }, 60_000);
 
+  // D52: a receiver may close a connection after any answer, without announcing it; a delivery that finds
+  // the connection closing is made again, as a server's next attempt would be.
+  it("certifies a hand-written receiver that closes its connection after each refusal, unannounced", async () => {
+    const receiver = handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { closesAfterRefusal: true });
+    expect(failures(await certifyBroken(receiver, { secret }))).toEqual([]);
+  });
+
   it("times a delivery of its own when the timeout check runs alone", async () => {
     const only = ["answers-within-attempt-timeout"];
-    const slow = await certifyHandler(brokenReceivers["answers-after-timeout"]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs }, { only });
+    const slow = await certifyBroken(brokenReceivers["answers-after-timeout"]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs }, { only });
     const ran = (report: Awaited<ReturnType<typeof certifyReceiver>>) => report.results.filter((r) => r.status !== "skipped").map((r) => [r.id, r.status]);
     expect(ran(slow)).toEqual([["answers-within-attempt-timeout", "failed"]]);
     const server = createNodeReceiver(secret, () => undefined).listen(0, "127.0.0.1");
@@ -105,7 +125,7 @@ describe("receiver certification", () => {
   });
 
   it.each(Object.keys(brokenReceivers).map((id) => [id] as const))("catches the broken receiver %s with the checks that name its fault", async (id) => {
-    const report = await certifyHandler(brokenReceivers[id]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs });
+    const report = await certifyBroken(brokenReceivers[id]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs });
     const fails = expected.variants[id]!.fails;
     expect(compareWithExpected(report, fails), failures(report).join("\n")).toEqual({ unexpected: [], stale: [] });
     expect(fails.length).toBeGreaterThan(0);
