@@ -21,9 +21,18 @@ export const brokenApis = [
   { id: "accepts-two-authentication-methods", description: "The token endpoint takes the form's credentials when HTTP Basic is sent too." },
   { id: "last-repeated-parameter-wins", description: "The token endpoint reads a repeated form parameter as its last value." },
   { id: "repairs-invalid-utf8", description: "JSON bodies are decoded leniently: bytes that are not UTF-8 become U+FFFD and the request succeeds." },
+  { id: "scope-confusion", description: "A token issued for two or more scopes acts with every scope its client may have." },
+  { id: "basic-401-without-challenge", description: "The token endpoint answers a failed HTTP Basic authentication with 401 invalid_client but no WWW-Authenticate: Basic challenge." },
+  { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
 ] as const satisfies readonly BrokenApi[];
 
-export type BrokenApiId = (typeof brokenApis)[number]["id"];
+/** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
+export const legalApis = [
+  { id: "other-partners-businesses", description: "Businesses with ids of one to three characters belong to another partner: registering a webhook for one is 403 business-forbidden (D27)." },
+  { id: "rate-limited", description: "The first request to each operation gets 429 with Retry-After: 1 (D18: rate limits are the deployment's)." },
+] as const satisfies readonly BrokenApi[];
+
+export type BrokenApiId = (typeof brokenApis)[number]["id"] | (typeof legalApis)[number]["id"];
 
 interface Forwarded {
   status: number;
@@ -67,9 +76,41 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     res.writeHead(answer.status).end(answer.body);
   }
 
+  const register = contract.apiOperations.find((o) => o.operationId === "registerWebhook")!;
+  const limitedOnce = new Set<string>();
+  const problem = (res: ServerResponse, status: number, slug: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): void =>
+    void res
+      .writeHead(status, { "content-type": "application/problem+json", ...headers })
+      .end(JSON.stringify({ type: contract.problem(slug).type, title: slug, status, detail, ...extra }));
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readBody(req);
     const path = (req.url ?? "").split("?")[0];
+
+    if (id === "rate-limited" && !limitedOnce.has(`${req.method} ${path}`)) {
+      limitedOnce.add(`${req.method} ${path}`);
+      return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", ...(path === token.path ? { "cache-control": "no-store" } : {}) });
+    }
+    if (id === "other-partners-businesses" && req.method === register.method && path === register.path) {
+      const businessID = (() => {
+        try {
+          return (JSON.parse(body.toString("utf8")) as { businessID?: unknown }).businessID;
+        } catch {
+          return undefined;
+        }
+      })();
+      if (typeof businessID === "string" && businessID.length <= 3 && req.headers.authorization) {
+        const answer = await forward(req, body);
+        // Only where the reference would have registered it or found no such business: auth and validation come first.
+        if (answer.status !== 201 && answer.status !== 404) return reply(res, answer);
+        return problem(res, 403, "business-forbidden", `Business ${businessID} is not one this client acts for.`, { errors: [{ pointer: "/businessID", detail: "another partner's business" }] });
+      }
+    }
+    if (id === "basic-401-without-challenge" && req.method === token.method && path === token.path) {
+      const answer = await forward(req, body);
+      if (answer.status === 401) delete answer.headers["www-authenticate"];
+      return reply(res, answer);
+    }
 
     const isToken = req.method === token.method && path === token.path;
     if (id === "no-failed-auth-throttle" && isToken) {
@@ -106,9 +147,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
     }
 
-    if (id === "no-scope-check" && req.method === token.method && path === token.path) {
+    const widens = id === "no-scope-check" || (id === "scope-confusion" && (new URLSearchParams(body.toString("utf8")).get("scope") ?? "").trim().split(/\s+/).length >= 2);
+    if ((id === "no-scope-check" || id === "scope-confusion") && req.method === token.method && path === token.path) {
       const answer = await forward(req, body);
-      if (answer.status === 200) {
+      if (answer.status === 200 && widens) {
         // The same client without `scope`: every scope it may have (D11).
         const form = new URLSearchParams(body.toString("utf8"));
         form.delete("scope");
@@ -118,7 +160,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
       return reply(res, answer);
     }
-    if (id === "no-scope-check") {
+    if (id === "no-scope-check" || id === "scope-confusion") {
       const presented = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
       const wide = presented !== undefined ? widened.get(presented) : undefined;
       return reply(res, await forward(req, body, wide ? { authorization: `Bearer ${wide}` } : {}));
@@ -129,6 +171,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const result = JSON.parse(answer.body.toString("utf8")) as { businesses: { reviewCount: unknown }[] };
       for (const business of result.businesses) business.reviewCount = String(business.reviewCount);
       answer.body = Buffer.from(JSON.stringify(result));
+    }
+    if (id === "location-without-id" && answer.status === 201 && typeof answer.headers.location === "string") {
+      answer.headers.location = answer.headers.location.replace(/\/[^/]+$/, "");
     }
     reply(res, answer);
   }

@@ -35,6 +35,13 @@ function expectAnswer(ctx: ApiContext, op: Operation, response: ResponseSeen, st
     "an answer valid against the document",
     { ...seen(response), violations },
   );
+  const location = response.headers.location;
+  if (response.status === 201 && typeof location === "string") {
+    // D35: the created resource's URI, ending in the id its body gives (a top-level `…ID` member).
+    const ids = Object.entries(jsonOf(response)).filter(([k, v]) => k.endsWith("ID") && typeof v === "string").map(([, v]) => v as string);
+    const last = decodeURIComponent(new URL(location, "http://base.invalid").pathname.split("/").pop() ?? "");
+    expectThat(ids.includes(last), `${what}: Location does not end in the created resource's id (D35)`, ids.map((id) => `…/${id}`), location);
+  }
 }
 
 const jsonOf = (response: ResponseSeen): Json => {
@@ -200,6 +207,22 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       },
     }),
     defineCheck<ApiContext>({
+      id: "token-rejects-wrong-secret-basic",
+      section: `${op.section}, D31`,
+      title: `Client credentials sent as HTTP Basic that fail authentication get ${contract.oauthErrorStatus("invalid_client")} invalid_client with a \`WWW-Authenticate: Basic\` challenge (RFC 6749 §5.2).`,
+      scenario: "requests a token with Authorization: Basic of a made-up client id and secret",
+      async run(ctx) {
+        // A made-up client: the suite's own client spends its failed-authentication budget (D30) once per run, in token-rejects-wrong-secret.
+        const clientId = `certify-basic-${randomBytes(6).toString("hex")}`;
+        const response = await ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") });
+        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], "a wrong secret in HTTP Basic");
+        const error = jsonOf(response).error;
+        expectThat(error === "invalid_client", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_client", seen(response));
+        const challenge = String(response.headers["www-authenticate"] ?? "");
+        expectThat(/^Basic\b/i.test(challenge), "the WWW-Authenticate header is not a Basic challenge", "Basic realm=…", challenge || "(none)");
+      },
+    }),
+    defineCheck<ApiContext>({
       id: "token-rejects-two-authentication-methods",
       section: `${op.section}, D31`,
       title: `HTTP Basic together with client_secret in the form gets ${contract.oauthErrorStatus("invalid_request")} invalid_request (one method per request, RFC 6749 §2.3).`,
@@ -252,7 +275,7 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
     async run(ctx) {
       // A fresh client id per run: the suite's own client is never locked out.
       const clientId = `certify-throttle-${randomBytes(6).toString("hex")}`;
-      const attempt = () => ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" });
+      const attempt = () => ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false });
       for (let i = 1; i <= budget.perClientId; i++) {
         const response = await attempt();
         expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], `failed authentication ${i} of ${budget.perClientId}`);
@@ -313,17 +336,28 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     }),
   );
 
-  const otherScope = contract.scopes.find((s) => !op.scopes.includes(s));
-  if (otherScope) {
+  const otherScopes = contract.scopes.filter((s) => !op.scopes.includes(s));
+  if (otherScopes.length > 0) {
     const forbidden = problemStatus("insufficient-scope");
+    // One other scope, then all of them: a token is refused for lacking the operation's scope, not for being narrow.
+    const tokens = otherScopes.length > 1 ? [[otherScopes[0]!], otherScopes] : [otherScopes];
     checks.push(
-      check("requires-scope", "D12", `A valid token with only ${otherScope} gets a ${forbidden} problem naming ${op.scopes.join(" ")} in WWW-Authenticate.`, `sends the success example to ${request} with a token of only ${otherScope}`, async (ctx) => {
-        const response = await send(ctx, op, example().input, await ctx.token([otherScope]));
-        expectAnswer(ctx, op, response, [forbidden], `a token with only ${otherScope}`);
-        const challenge = String(response.headers["www-authenticate"] ?? "");
-        const unnamed = op.scopes.filter((s) => !challenge.includes(s));
-        expectThat(unnamed.length === 0, "the WWW-Authenticate challenge does not name the required scope", op.scopes, challenge || "(none)");
-      }),
+      check(
+        "requires-scope",
+        "D12",
+        `A valid token without ${op.scopes.join(" ")} gets a ${forbidden} problem naming it in WWW-Authenticate, however many other scopes it has.`,
+        `sends the success example to ${request} with a token of only ${otherScopes[0]}${otherScopes.length > 1 ? `, then with one of every scope but ${op.scopes.join(" ")}` : ""}`,
+        async (ctx) => {
+          for (const scopes of tokens) {
+            const what = `a token with ${scopes.join(" ")}`;
+            const response = await send(ctx, op, example().input, await ctx.token(scopes));
+            expectAnswer(ctx, op, response, [forbidden], what);
+            const challenge = String(response.headers["www-authenticate"] ?? "");
+            const unnamed = op.scopes.filter((s) => !challenge.includes(s));
+            expectThat(unnamed.length === 0, `${what}: the WWW-Authenticate challenge does not name the required scope`, op.scopes, challenge || "(none)");
+          }
+        },
+      ),
     );
   }
 
@@ -410,18 +444,29 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     );
   }
 
-  // Valid input can still name data the implementation does not hold (404), or meet a rate limit (429).
+  // Valid input can still name data the implementation does not hold (404), a business of another
+  // partner (403 business-forbidden, D27: which businesses exist and whose they are is the
+  // implementation's data), or meet a rate limit (429).
   const accepted = [
     ...op.statuses.filter((s) => /^2\d\d$/.test(s)).map(Number),
     ...["not-found", "rate-limited"].map(problemStatus).filter(declared),
   ];
+  const foreign = op.problemTypes.includes(contract.problem("business-forbidden").type) ? contract.problem("business-forbidden") : undefined;
+  const isForeign = (response: ResponseSeen) => foreign !== undefined && response.status === foreign.status && jsonOf(response).type === foreign.type;
   checks.push(
-    check("generated-valid-inputs-accepted", "D13, D16, D17", `Inputs generated from the schemas get ${accepted.join("/")} (never another 4xx or a 5xx) and answers that validate.`, `sends inputs generated from the schemas to ${request} (--runs of them, from --seed)`, async (ctx) => {
-      const token = await fullToken(ctx);
-      return property(ctx, validInputs(ctx.contract, op), async (input) => {
-        expectAnswer(ctx, op, await send(ctx, op, input, token), accepted, "a valid input");
-      });
-    }),
+    check(
+      "generated-valid-inputs-accepted",
+      foreign ? "D13, D16, D17, D27" : "D13, D16, D17",
+      `Inputs generated from the schemas get ${accepted.join("/")}${foreign ? ` (or ${foreign.status} business-forbidden)` : ""}, never another 4xx or a 5xx, and answers that validate.`,
+      `sends inputs generated from the schemas to ${request} (--runs of them, from --seed)`,
+      async (ctx) => {
+        const token = await fullToken(ctx);
+        return property(ctx, validInputs(ctx.contract, op), async (input) => {
+          const response = await send(ctx, op, input, token);
+          expectAnswer(ctx, op, response, isForeign(response) ? [foreign!.status] : accepted, "a valid input");
+        });
+      },
+    ),
     check("generated-invalid-inputs-get-4xx", "D13", `One-fault variants of generated inputs get a 4xx problem (never a 2xx or a 5xx) that validates.`, `sends a one-fault variant of each generated input to ${request} (--runs of them, from --seed)`, async (ctx) => {
       const token = await fullToken(ctx);
       const arbitrary = validInputs(ctx.contract, op).chain((input) => fc.constantFrom(...invalidVariants(ctx.contract, op, input), ...utf8Variants(op, input)));

@@ -29,7 +29,12 @@ export interface CallInput {
   token?: string;
   /** More headers (e.g. HTTP Basic at the token endpoint). */
   headers?: Record<string, string>;
+  /** A 429 with a Retry-After of at most a minute is waited out and the request made again (D18); default true. */
+  waitOnRateLimit?: boolean;
 }
+
+/** Rate limits are the deployment's (D18): a 429 is waited out this many times per request, each for at most this long. */
+export const rateLimitWaits = { times: 3, maxSeconds: 60 };
 
 export interface ApiContext {
   options: Required<ApiSuiteOptions>;
@@ -37,7 +42,7 @@ export interface ApiContext {
   /** Sends one request to an operation and reads the whole answer. */
   call(op: Operation, input: CallInput): Promise<ResponseSeen>;
   /** Posts a form to the token endpoint, as given (a parameter may repeat), with extra headers. */
-  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>): Promise<ResponseSeen>;
+  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>, how?: Pick<CallInput, "waitOnRateLimit">): Promise<ResponseSeen>;
   /** A token with exactly these scopes, obtained once per set. */
   token(scopes: readonly string[]): Promise<string>;
 }
@@ -53,9 +58,14 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
   const tokens = new Map<string, Promise<string>>();
 
-  async function send(method: string, url: string, headers: Record<string, string>, body?: string | Buffer): Promise<ResponseSeen> {
-    const response = await request(url, { method: method as "GET", headers, body });
-    return { status: response.statusCode, headers: response.headers, text: await response.body.text() };
+  async function send(method: string, url: string, headers: Record<string, string>, body: string | Buffer | undefined, waitOnRateLimit: boolean): Promise<ResponseSeen> {
+    for (let waits = 0; ; waits++) {
+      const response = await request(url, { method: method as "GET", headers, body });
+      const seen = { status: response.statusCode, headers: response.headers, text: await response.body.text() };
+      const seconds = seen.status === 429 ? retryAfterSeconds(seen.headers["retry-after"]) : undefined;
+      if (!waitOnRateLimit || seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return seen;
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    }
   }
 
   async function call(op: Operation, input: CallInput): Promise<ResponseSeen> {
@@ -63,11 +73,11 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     const headers: Record<string, string> = { ...input.headers };
     if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
     if (input.body !== undefined) headers["content-type"] = input.contentType ?? "application/json";
-    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body);
+    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body, input.waitOnRateLimit ?? true);
   }
 
-  const requestToken = (form: Record<string, string> | [string, string][], headers?: Record<string, string>) =>
-    call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType, headers });
+  const requestToken: ApiContext["requestToken"] = (form, headers, how) =>
+    call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType, headers, ...how });
 
   async function obtain(scopes: readonly string[]): Promise<string> {
     const response = await requestToken({
@@ -99,4 +109,13 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
       return tokens.get(key)!;
     },
   };
+}
+
+/** Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); undefined if absent or unreadable. */
+function retryAfterSeconds(value: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined) return undefined;
+  if (/^\d+$/.test(text.trim())) return Number(text.trim());
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }

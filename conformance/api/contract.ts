@@ -51,6 +51,8 @@ export interface Operation {
   bodyLimitBytes?: number;
   /** Each 2xx response example, with the request of the same name. */
   successExamples: SuccessExample[];
+  /** The problem types (URNs) its responses declare. */
+  problemTypes: string[];
 }
 
 export interface ResponseSeen {
@@ -174,6 +176,21 @@ function buildContract(doc: Json): Contract {
         ),
       );
     const security = (op.security ?? doc.security ?? []) as Record<string, string[]>[];
+    const problemTypes = new Set<string>();
+    const seenRefs = new Set<string>();
+    const collect = (node: unknown): void => {
+      if (Array.isArray(node)) return node.forEach(collect);
+      if (!node || typeof node !== "object") return;
+      const { $ref, properties } = node as Json;
+      if (typeof $ref === "string" && !seenRefs.has($ref)) {
+        seenRefs.add($ref);
+        collect(resolve($ref));
+      }
+      const type = properties?.type?.enum?.[0];
+      if (typeof type === "string" && typeof properties?.status?.enum?.[0] === "number") problemTypes.add(type);
+      Object.values(node as Json).forEach(collect);
+    };
+    collect(op.responses);
     return {
       operationId: op.operationId as string,
       slug: kebab(op.operationId as string),
@@ -187,6 +204,7 @@ function buildContract(doc: Json): Contract {
       statuses,
       ...(limitKiB ? { bodyLimitBytes: Number(limitKiB) * 1024 } : {}),
       successExamples,
+      problemTypes: [...problemTypes],
     };
   }
 
