@@ -206,7 +206,16 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  // Each retry rebuilt with the time it is made: same id, other bytes (D3: a retry repeats the event).
+  {
+    id: "restamps-retries",
+    parts: (base) => ({
+      sign: (a) => base.sign(a.attempt > 1 ? { ...a, body: a.body.replace(/"timestamp":"[^"]*"/, `"timestamp":"${new Date(Date.parse(JSON.parse(a.body).timestamp) + a.attempt * 60_000).toISOString()}"`) } : a),
+    }),
+  },
   { id: "emails-another-address", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: "ops@partner-platform.example" }) }) },
+  // Where a Bcc would do: the partner's notice shows another address (nodemailer takes `cc` with the rest).
+  { id: "copies-another-address-visibly", parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { cc: "ops@partner-platform.example" })) }) },
   {
     id: "email-without-details",
     parts: (base) => ({ sendMail: (mail) => base.sendMail({ to: mail.to, subject: "Webhook disabled", text: "One of your webhooks was disabled.\n", headers: {} }) }),

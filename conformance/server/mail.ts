@@ -4,7 +4,10 @@ import PostalMime from "postal-mime";
 import type { CapturedMail } from "../harness/smtp-sink.js";
 
 export interface DisableMailSeen {
+  /** The envelope's recipients (RCPT TO), Bcc included. */
   to: string[];
+  /** The recipients the message shows (its To and Cc headers), lower case. */
+  shownTo: string[];
   subject: string;
   /** Header names in lower case; the last value of a repeated one. */
   headers: Record<string, string>;
@@ -16,6 +19,7 @@ export async function decodeMail(mail: CapturedMail): Promise<DisableMailSeen> {
   const parsed = await PostalMime.parse(mail.raw);
   return {
     to: mail.to,
+    shownTo: [...(parsed.to ?? []), ...(parsed.cc ?? [])].flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => (a.address ?? "").toLowerCase()),
     subject: parsed.subject ?? "",
     headers: Object.fromEntries(parsed.headers.map((h) => [h.key, h.value])),
     text: parsed.text ?? "",

@@ -38,13 +38,16 @@ export const referenceTimings: ReferenceTiming[] = [
   {
     id: "background",
     clock: "virtual",
-    description: "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered",
+    description:
+      "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered; each disable e-mail is copied to the platform's own mailbox by Bcc (D26)",
     timing: () => ({
       queued(makeDue) {
         setTimeout(() => void makeDue().catch(() => undefined), Math.random() * 20);
       },
     }),
     virtualAttemptTimeoutMs: 2000,
+    // nodemailer takes `bcc` with the rest of the message; the reference's mail type has no such field.
+    parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { bcc: "webhook-audit@partner-platform.example" })) }),
   },
   {
     id: "jitter",
