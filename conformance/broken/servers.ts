@@ -77,6 +77,20 @@ function oldDenylist(url: string): string | undefined {
 
 let fixedId: string | undefined;
 
+/** Lead expiry (D19) over leads of these statuses: the reference's lets only new and responded expire. */
+function expiringStatuses(statuses: string[]): PartsOverride {
+  return () => ({
+    async expireLeads(tx, now) {
+      const { rows } = await tx.query<{ id: string; business_id: string; created_at: string; expires_at: string }>(
+        `UPDATE leads SET status = 'expired' WHERE expires_at <= $1 AND status = ANY($2::text[])
+         RETURNING id, business_id, created_at, expires_at`,
+        [now, statuses],
+      );
+      return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: "new", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+    },
+  });
+}
+
 export const brokenServers: BrokenServer[] = [
   // -- Signing and envelope --------------------------------------------------------------------
   {
@@ -223,19 +237,8 @@ export const brokenServers: BrokenServer[] = [
 
   // -- Leads -------------------------------------------------------------------------------------
   { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
-  {
-    id: "expires-hired-leads",
-    parts: () => ({
-      async expireLeads(tx, now) {
-        const { rows } = await tx.query<{ id: string; business_id: string; created_at: string; expires_at: string }>(
-          `UPDATE leads SET status = 'expired' WHERE expires_at <= $1 AND status IN ('new', 'responded', 'hired')
-           RETURNING id, business_id, created_at, expires_at`,
-          [now],
-        );
-        return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: "new", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
-      },
-    }),
-  },
+  { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },
+  { id: "expires-declined-leads", parts: expiringStatuses(["new", "responded", "declined"]) },
 
   // -- Registration --------------------------------------------------------------------------------
   {

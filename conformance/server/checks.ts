@@ -28,7 +28,7 @@ const clockNow = async (ctx: ServerContext) => Date.parse((await ctx.control.clo
 
 // ---------------------------------------------------------------------------------------------
 // Scenario: correct deliveries to three webhooks (two secrets on one business, one other business),
-// and two service requests for the business, the second one's lead then hired.
+// and three service requests for the business, the second one's lead then hired, the third's declined.
 
 interface LeadRef {
   leadID: string;
@@ -50,6 +50,8 @@ interface BasicsRun {
   requestLeads: LeadRef[];
   /** The lead of the second request, which the customer hired (lead.updated). */
   hiredLead?: string;
+  /** The lead of the third request, which the pro declined (lead.updated). */
+  declinedLead?: string;
 }
 
 const customer = { name: "Conformance Customer", email: "customer@example.com", phone: "+12125550143" };
@@ -90,16 +92,22 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     const mine = requestLeads.filter((l) => l.businessID === businessId).length;
     const leadCreated = ofEvent(await ctx.arrivals(main.endpoint, main2, mine, "lead.created"), "lead.created");
 
-    // A second request at the same time, whose lead the customer hires: it must never expire.
-    const main3 = ctx.count(main.endpoint);
-    const second = await createRequest(ctx);
-    const hiredLead = second.find((l) => l.businessID === businessId)?.leadID;
-    await ctx.arrivals(main.endpoint, main3, second.filter((l) => l.businessID === businessId).length, "lead.created of the second request");
-    if (hiredLead) {
-      const updatedAt = (await ctx.control.clock()).now;
-      await ctx.control.trigger("lead.updated", businessId, { leadID: hiredLead, businessID: businessId, status: "hired", previousStatus: "new", updatedAt });
-    }
-    return { main, sameBusiness, otherBusiness, bookings, unsubscribed, foreignBusiness, leadCreated, requestLeads, hiredLead };
+    // Two more requests at the same time, whose leads the customer hires and the pro declines: both
+    // statuses are final (D19), so neither lead may ever expire.
+    const finalLead = async (status: "hired" | "declined") => {
+      const before = ctx.count(main.endpoint);
+      const leads = await createRequest(ctx);
+      const leadID = leads.find((l) => l.businessID === businessId)?.leadID;
+      await ctx.arrivals(main.endpoint, before, leads.filter((l) => l.businessID === businessId).length, `lead.created of the request whose lead is ${status}`);
+      if (leadID) {
+        const updatedAt = (await ctx.control.clock()).now;
+        await ctx.control.trigger("lead.updated", businessId, { leadID, businessID: businessId, status, previousStatus: "new", updatedAt });
+      }
+      return leadID;
+    };
+    const hiredLead = await finalLead("hired");
+    const declinedLead = await finalLead("declined");
+    return { main, sameBusiness, otherBusiness, bookings, unsubscribed, foreignBusiness, leadCreated, requestLeads, hiredLead, declinedLead };
   });
 }
 
@@ -110,6 +118,7 @@ interface LeadRun {
   /** The first request's lead, which nobody hired, and its lead.created envelope. */
   expiring?: { leadID: string; created: Envelope };
   hiredLead?: string;
+  declinedLead?: string;
   /** lead.expired deliveries at the main webhook before 7 days, at 7 days, and in the hour after. */
   early: Delivery[];
   atExpiry: Delivery[];
@@ -118,16 +127,16 @@ interface LeadRun {
 
 function leadExpiry(ctx: ServerContext): Promise<LeadRun> {
   return ctx.once("leads", async () => {
-    const { main, leadCreated, hiredLead } = await basics(ctx);
+    const { main, leadCreated, hiredLead, declinedLead } = await basics(ctx);
     const created = leadCreated[0] ? envelopeOf(leadCreated[0]) : undefined;
     const expiring = created ? { leadID: created.data.leadID as string, created } : undefined;
-    if (!expiring) return { hiredLead, early: [], atExpiry: [], after: [] };
+    if (!expiring) return { hiredLead, declinedLead, early: [], atExpiry: [], after: [] };
     // Other scenarios moved the clock since the lead was created: count from its creation.
     const remaining = Math.round((Date.parse(expiring.created.timestamp) - (await clockNow(ctx))) / 1000) + ctx.rules.leadExpirySeconds;
     const early = ofEvent(await ctx.during(main.endpoint, Math.max(0, remaining - 1)), "lead.expired");
     const atExpiry = ofEvent(await ctx.quietFor(main.endpoint, 1), "lead.expired");
     const after = ofEvent(await ctx.quietFor(main.endpoint, 3600), "lead.expired");
-    return { expiring, hiredLead, early, atExpiry, after };
+    return { expiring, hiredLead, declinedLead, early, atExpiry, after };
   });
 }
 
@@ -462,6 +471,23 @@ function webhookUrlCases(): { nonPublicAddresses: string[]; malformed: string[] 
 const registrationSchema = () => loadContract().resolve("#/components/schemas/WebhookRegistration") as {
   properties: { url: { maxLength: number }; secret: { minLength: number; maxLength: number } };
 };
+
+/** A lead moved by lead.updated to a final status (D19) never expires. */
+function finalLeadNeverExpires(status: "hired" | "declined", request: string, section: string): ServerCheck {
+  return defineCheck({
+    id: `${status}-lead-never-expires`,
+    section,
+    title: `A lead moved to ${status} by lead.updated never produces lead.expired (${status} is final).`,
+    scenario: `a ${request} service request's lead, ${status} through the control API's lead.updated, until 7 days and 1 hour later`,
+    async run(ctx) {
+      const run = await leadExpiry(ctx);
+      const leadID = status === "hired" ? run.hiredLead : run.declinedLead;
+      expectThat(leadID !== undefined, `the ${request} service request matched no lead for the business`, "a lead", "none");
+      const expired = [...run.early, ...run.atExpiry, ...run.after].filter((d) => envelopeOf(d).data.leadID === leadID);
+      expectEqual(summary(expired), [], `a ${status} lead expired`);
+    },
+  });
+}
 
 export const serverChecks: ServerCheck[] = [
   registrationRule({
@@ -900,30 +926,20 @@ export const serverChecks: ServerCheck[] = [
     title: "lead.expired names the lead that was created: its leadID, businessID, previousStatus new, and createdAt.",
     scenario: "a service request's lead, nobody hiring, until 7 days later",
     async run(ctx) {
-      const { expiring, hiredLead, early, atExpiry } = await leadExpiry(ctx);
+      const { expiring, hiredLead, declinedLead, early, atExpiry } = await leadExpiry(ctx);
       expectThat(expiring !== undefined, "no lead to expire", "a lead.created", "none");
-      // The business's lead.expired events but the hired lead's (another check's concern); instants compared as such.
+      // The business's lead.expired events but the hired and declined leads' (other checks' concern); instants compared as such.
       const instant = (t: unknown) => (typeof t === "string" ? new Date(t).toISOString() : t);
       const actual = [...early, ...atExpiry]
         .map((d) => envelopeOf(d).data)
-        .filter((data) => data.businessID === ctx.options.businessId && data.leadID !== hiredLead)
+        .filter((data) => data.businessID === ctx.options.businessId && data.leadID !== hiredLead && data.leadID !== declinedLead)
         .map(({ leadID, businessID, previousStatus, createdAt }) => ({ leadID, businessID, previousStatus, createdAt: instant(createdAt) }));
       const expected = [{ leadID: expiring.leadID, businessID: ctx.options.businessId, previousStatus: "new", createdAt: instant(expiring.created.timestamp) }];
       expectEqual(actual, expected, "lead.expired does not describe the lead that was created");
     },
   }),
-  defineCheck({
-    id: "hired-lead-never-expires",
-    section: "§3, §6, D19",
-    title: "A lead moved to hired by lead.updated never produces lead.expired.",
-    scenario: "a second service request's lead, hired through the control API's lead.updated, until 7 days and 1 hour later",
-    async run(ctx) {
-      const { hiredLead, early, atExpiry, after } = await leadExpiry(ctx);
-      expectThat(hiredLead !== undefined, "the second service request matched no lead for the business", "a lead", "none");
-      const expired = [...early, ...atExpiry, ...after].filter((d) => envelopeOf(d).data.leadID === hiredLead);
-      expectEqual(summary(expired), [], "a hired lead expired");
-    },
-  }),
+  finalLeadNeverExpires("hired", "second", "§3, §6, D19"),
+  finalLeadNeverExpires("declined", "third", "§3, D19"),
   defineCheck({
     id: "delivery-is-json-post",
     section: "§6, D1",
