@@ -24,6 +24,8 @@ export const brokenApis = [
   { id: "scope-confusion", description: "A token issued for two or more scopes acts with every scope its client may have." },
   { id: "basic-401-without-challenge", description: "The token endpoint answers a failed HTTP Basic authentication with 401 invalid_client but no WWW-Authenticate: Basic challenge." },
   { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
+  { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
+  { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
@@ -105,6 +107,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         if (answer.status !== 201 && answer.status !== 404) return reply(res, answer);
         return problem(res, 403, "business-forbidden", `Business ${businessID} is not one this client acts for.`, { errors: [{ pointer: "/businessID", detail: "another partner's business" }] });
       }
+    }
+    if (id === "limit-16-kib" && body.length > 16 * 1024) return problem(res, 413, "payload-too-large", "The body exceeds 16 KiB.");
+    // The front reads the whole body; the reference would refuse it, so what it forwards is the JSON without the padding.
+    if (id === "no-limit-when-chunked" && req.headers["transfer-encoding"] === "chunked" && mediaTypeOf(req.headers["content-type"]) === "application/json") {
+      return reply(res, await forward(req, Buffer.from(body.toString("utf8").trimEnd())));
     }
     if (id === "basic-401-without-challenge" && req.method === token.method && path === token.path) {
       const answer = await forward(req, body);

@@ -399,13 +399,23 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const tooLarge = problemStatus("payload-too-large");
     if (declared(tooLarge) && op.bodyLimitBytes) {
       const limit = op.bodyLimitBytes;
+      // The valid example padded with JSON whitespace: only its size is wrong (an extra member would also
+      // be refused by a closed body, D16).
+      const padded = (size: number) => {
+        const text = JSON.stringify(example().input.body);
+        return `${text}${" ".repeat(size - Buffer.byteLength(text))}`;
+      };
       checks.push(
-        check("oversized-body-gets-413", "D18", `A well-formed body over ${limit} bytes gets a ${tooLarge} problem.`, `sends the example body to ${request} followed by ${limit} spaces`, async (ctx) => {
-          // The valid example padded with JSON whitespace: only its size is wrong (an extra member would
-          // also be refused by a closed body, D16).
-          const body = `${JSON.stringify(example().input.body)}${" ".repeat(limit)}`;
-          const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
-          expectAnswer(ctx, op, response, [tooLarge], `a ${body.length}-byte body`);
+        check("oversized-body-gets-413", "D18", `A well-formed body over ${limit} bytes gets a ${tooLarge} problem, with a Content-Length and sent chunked.`, `sends the example body to ${request} padded with spaces to ${limit + 1} bytes, with a Content-Length, then chunked (no length)`, async (ctx) => {
+          const body = padded(limit + 1);
+          for (const chunked of [false, true]) {
+            const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx), chunked });
+            expectAnswer(ctx, op, response, [tooLarge], `a ${body.length}-byte body${chunked ? " sent chunked" : ""}`);
+          }
+        }),
+        check("body-at-limit-accepted", "D18", `A well-formed body of exactly ${limit} bytes is accepted: the limit is ${limit} bytes, not less.`, `sends the example body to ${request} padded with spaces to ${limit} bytes`, async (ctx) => {
+          const response = await ctx.call(op, { query: example().input.query, body: padded(limit), contentType: mediaType, token: await fullToken(ctx) });
+          expectAnswer(ctx, op, response, [example().status], `a ${limit}-byte body`);
         }),
       );
     }

@@ -1,5 +1,6 @@
 // What every API check works with: the contract, raw HTTP to the implementation (the checks need to
 // send what a typed client cannot: no token, broken JSON, wrong types), and cached tokens per scope set.
+import { Readable } from "node:stream";
 import { request } from "undici";
 import type { Contract, Operation, ResponseSeen } from "./contract.js";
 
@@ -31,6 +32,8 @@ export interface CallInput {
   headers?: Record<string, string>;
   /** A 429 with a Retry-After of at most a minute is waited out and the request made again (D18); default true. */
   waitOnRateLimit?: boolean;
+  /** The body sent with `Transfer-Encoding: chunked`, no Content-Length. */
+  chunked?: boolean;
 }
 
 /** Rate limits are the deployment's (D18): a 429 is waited out this many times per request, each for at most this long. */
@@ -58,9 +61,12 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
   const tokens = new Map<string, Promise<string>>();
 
-  async function send(method: string, url: string, headers: Record<string, string>, body: string | Buffer | undefined, waitOnRateLimit: boolean): Promise<ResponseSeen> {
+  async function send(method: string, url: string, headers: Record<string, string>, body: string | Buffer | undefined, how: { waitOnRateLimit: boolean; chunked: boolean }): Promise<ResponseSeen> {
+    const { waitOnRateLimit, chunked } = how;
     for (let waits = 0; ; waits++) {
-      const response = await request(url, { method: method as "GET", headers, body });
+      // A stream has no length: undici sends it chunked.
+      const sent = chunked && body !== undefined ? Readable.from([Buffer.from(body)]) : body;
+      const response = await request(url, { method: method as "GET", headers, body: sent });
       const seen = { status: response.statusCode, headers: response.headers, text: await response.body.text() };
       const seconds = seen.status === 429 ? retryAfterSeconds(seen.headers["retry-after"]) : undefined;
       if (!waitOnRateLimit || seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return seen;
@@ -73,7 +79,7 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     const headers: Record<string, string> = { ...input.headers };
     if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
     if (input.body !== undefined) headers["content-type"] = input.contentType ?? "application/json";
-    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body, input.waitOnRateLimit ?? true);
+    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body, { waitOnRateLimit: input.waitOnRateLimit ?? true, chunked: input.chunked ?? false });
   }
 
   const requestToken: ApiContext["requestToken"] = (form, headers, how) =>
