@@ -24,6 +24,7 @@ export const brokenApis = [
   { id: "scope-confusion", description: "A token issued for two or more scopes acts with every scope its client may have." },
   { id: "basic-401-without-challenge", description: "The token endpoint answers a failed HTTP Basic authentication with 401 invalid_client but no WWW-Authenticate: Basic challenge." },
   { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
+  { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
 ] as const satisfies readonly BrokenApi[];
@@ -144,6 +145,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, Buffer.from(body.toString("utf8"), "utf8")));
     }
 
+    if (id === "500-on-null-member" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*null\b/.test(body.toString("utf8"))) {
+      const problem = { type: "about:blank", title: "Internal Server Error", status: 500, detail: "Cannot read properties of null." };
+      return void res.writeHead(500, { "content-type": "application/problem+json" }).end(JSON.stringify(problem));
+    }
     if (id === "500-on-malformed-json" && mediaTypeOf(req.headers["content-type"]) === "application/json" && body.length > 0) {
       try {
         JSON.parse(body.toString("utf8"));

@@ -291,8 +291,8 @@ function typoOf(name: string): string {
 
 /**
  * Every one-fault variant of the valid `value` that the keywords of `schema` let this function make:
- * a missing required member, an extra member in a closed object, a value of the wrong type, outside an
- * enum, a pattern, a length, a format, a bound, an item count or a duplicate item. `isInvalid` (the
+ * a missing required member, an extra member in a closed object, a value of the wrong type (null, an
+ * array or an object included), outside an enum, a pattern, a length, a format, a bound, an item count or a duplicate item. `isInvalid` (the
  * real validator) drops any that happen to be valid anyway.
  */
 export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, isInvalid?: (value: unknown) => boolean): Mutation[] {
@@ -304,6 +304,9 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
     const s = flatten(raw, resolve);
     const type = typeOf(s) ?? (s.anyOf ?? s.oneOf ? typeOf(flatten((s.anyOf ?? s.oneOf)[0], resolve)) : undefined);
     emit(tokens, "wrong-type", wrongTypeFor(type));
+    // The wrong types a JSON library hands over without complaint, where code expects an object or a string.
+    if (tokens.length > 0) emit(tokens, "null", null);
+    emit(tokens, "wrong-type", type === "array" ? {} : []);
     if (Array.isArray(s.enum) || "const" in s) {
       const members = (s.enum ?? [s.const]) as unknown[];
       const outsider = type === "string" ? "not-a-member" : typeof members[0] === "number" ? Math.max(...(members as number[])) + 1 : undefined;
