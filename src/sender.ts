@@ -1,6 +1,6 @@
 // Delivering a signed event exactly as a conforming server does (spec/DECISIONS.md D1, D2, D6): the
 // bytes signed are the bytes sent, with the method, content type, header and timeout of the spec.
-import { createSecureContext, rootCertificates } from "node:tls";
+import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
 import { Agent, Client, request, type Dispatcher } from "undici";
 import { newEventId, type WebhookEvent, signPayload, describeSchemaErrors, eventSchemaName, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
 import { eventExample, validatorFor } from "./spec.js";
@@ -51,20 +51,24 @@ export interface DeliverOptions {
   header?: string | null;
 }
 
-/** The TLS trust of a delivery: a CA (PEM) added to the public roots, or any certificate. */
-function tlsConnect(options: { ca?: string; insecure?: boolean }) {
-  return options.insecure ? { rejectUnauthorized: false } : { secureContext: createSecureContext({ ca: [...rootCertificates, options.ca!] }) };
+/**
+ * TLS options that also trust `ca` (PEM, added to the public roots), or any certificate; undefined for the
+ * default trust. Built once and shared: each context parses the ~140 public roots.
+ */
+export function tlsTrust(options: { ca?: string; insecure?: boolean }): { rejectUnauthorized: false } | { secureContext: SecureContext } | undefined {
+  if (options.insecure) return { rejectUnauthorized: false };
+  return options.ca ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.ca] }) } : undefined;
 }
 
-/** An undici dispatcher that also trusts `ca` (PEM, added to the public roots), or trusts any certificate. */
+/** An undici dispatcher with the trust of `tlsTrust`, or undefined for the default one. */
 export function tlsDispatcher(options: { ca?: string; insecure?: boolean }): Dispatcher | undefined {
-  if (!options.ca && !options.insecure) return undefined;
-  return new Agent({ connect: tlsConnect(options) });
+  const connect = tlsTrust(options);
+  return connect && new Agent({ connect });
 }
 
-/** One kept-alive connection to `url`'s origin (made again if the other side closes it), with the trust of `tlsDispatcher`. */
-export function connectionTo(url: string, options: { ca?: string; insecure?: boolean } = {}): Dispatcher {
-  return new Client(new URL(url).origin, options.ca || options.insecure ? { connect: tlsConnect(options) } : {});
+/** One kept-alive connection to `url`'s origin (made again if the other side closes it), with a trust of `tlsTrust`. */
+export function connectionTo(url: string, trust: ReturnType<typeof tlsTrust>): Dispatcher {
+  return new Client(new URL(url).origin, trust ? { connect: trust } : {});
 }
 
 /** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */

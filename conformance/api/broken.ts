@@ -86,9 +86,16 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       .writeHead(status, { "content-type": "application/problem+json", ...headers })
       .end(JSON.stringify({ type: contract.problem(slug).type, title: slug, status, detail, ...extra }));
 
+  /** The 500 of a server whose code threw on the input. */
+  const crash = (res: ServerResponse, detail: string): void =>
+    void res
+      .writeHead(500, { "content-type": "application/problem+json" })
+      .end(JSON.stringify({ type: "about:blank", title: "Internal Server Error", status: 500, detail }));
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readBody(req);
     const path = (req.url ?? "").split("?")[0];
+    const isToken = req.method === token.method && path === token.path;
 
     if (id === "rate-limited" && !limitedOnce.has(`${req.method} ${path}`)) {
       limitedOnce.add(`${req.method} ${path}`);
@@ -114,13 +121,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "no-limit-when-chunked" && req.headers["transfer-encoding"] === "chunked" && mediaTypeOf(req.headers["content-type"]) === "application/json") {
       return reply(res, await forward(req, Buffer.from(body.toString("utf8").trimEnd())));
     }
-    if (id === "basic-401-without-challenge" && req.method === token.method && path === token.path) {
+    if (id === "basic-401-without-challenge" && isToken) {
       const answer = await forward(req, body);
       if (answer.status === 401) delete answer.headers["www-authenticate"];
       return reply(res, answer);
     }
 
-    const isToken = req.method === token.method && path === token.path;
     if (id === "no-failed-auth-throttle" && isToken) {
       const answer = await forward(req, body);
       if (answer.status !== 429) return reply(res, answer);
@@ -146,25 +152,22 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
 
     if (id === "500-on-null-member" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*null\b/.test(body.toString("utf8"))) {
-      const problem = { type: "about:blank", title: "Internal Server Error", status: 500, detail: "Cannot read properties of null." };
-      return void res.writeHead(500, { "content-type": "application/problem+json" }).end(JSON.stringify(problem));
+      return crash(res, "Cannot read properties of null.");
     }
     if (id === "500-on-malformed-json" && mediaTypeOf(req.headers["content-type"]) === "application/json" && body.length > 0) {
       try {
         JSON.parse(body.toString("utf8"));
       } catch {
-        const problem = { type: "about:blank", title: "Internal Server Error", status: 500, detail: "Unexpected token." };
-        res.writeHead(500, { "content-type": "application/problem+json" }).end(JSON.stringify(problem));
-        return;
+        return crash(res, "Unexpected token.");
       }
     }
 
-    const widens = id === "no-scope-check" || (id === "scope-confusion" && (new URLSearchParams(body.toString("utf8")).get("scope") ?? "").trim().split(/\s+/).length >= 2);
-    if ((id === "no-scope-check" || id === "scope-confusion") && req.method === token.method && path === token.path) {
+    if ((id === "no-scope-check" || id === "scope-confusion") && isToken) {
       const answer = await forward(req, body);
+      const form = new URLSearchParams(body.toString("utf8"));
+      const widens = id === "no-scope-check" || (form.get("scope") ?? "").trim().split(/\s+/).length >= 2;
       if (answer.status === 200 && widens) {
         // The same client without `scope`: every scope it may have (D11).
-        const form = new URLSearchParams(body.toString("utf8"));
         form.delete("scope");
         const full = await forward(req, Buffer.from(form.toString()));
         const issued = (JSON.parse(answer.body.toString("utf8")) as { access_token: string }).access_token;

@@ -2,9 +2,9 @@
 // conforming server does (src/sender.ts), and checks what the receiver acknowledges and refuses.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect as connectTcp, isIP, type AddressInfo, type Socket } from "node:net";
-import { connect as connectTls, createSecureContext, rootCertificates, type ConnectionOptions } from "node:tls";
+import { connect as connectTls } from "node:tls";
 import type { Dispatcher } from "undici";
-import { buildEnvelope, connectionTo, deliver, type DeliveryOutcome } from "../../src/sender.js";
+import { buildEnvelope, connectionTo, deliver, tlsTrust, type DeliveryOutcome } from "../../src/sender.js";
 import { signPayload, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
 import {
   CheckFailed,
@@ -275,16 +275,11 @@ function connectionProblem(url: string, error: Error & { code?: string; reason?:
 }
 
 /** A TCP connection, and for https: a TLS handshake with the trust of the run, to the receiver's URL. */
-async function preflightConnection(url: string, tls: ReceiverSuiteOptions["tls"], timeoutMs: number): Promise<void> {
+async function preflightConnection(url: string, trust: ReturnType<typeof tlsTrust>, timeoutMs: number): Promise<void> {
   const target = new URL(url);
   const host = target.hostname.replace(/^\[|\]$/g, "");
   const secure = target.protocol === "https:";
   const port = Number(target.port || (secure ? 443 : 80));
-  const trust: ConnectionOptions = tls?.insecure
-    ? { rejectUnauthorized: false }
-    : tls?.ca
-      ? { secureContext: createSecureContext({ ca: [...rootCertificates, tls.ca] }) }
-      : {};
   await new Promise<void>((resolve, reject) => {
     let handshaking = false;
     const socket: Socket = secure
@@ -305,14 +300,15 @@ async function preflightConnection(url: string, tls: ReceiverSuiteOptions["tls"]
 
 export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOptions = {}): Promise<SuiteReport> {
   const timeoutMs = options.timeoutMs ?? loadDeliveryRules().attemptTimeoutSeconds * 1000;
+  const trust = tlsTrust(options.tls ?? {});
   // One line when the receiver cannot be reached or its certificate is not trusted, before any check.
-  await preflightConnection(options.url, options.tls, timeoutMs);
+  await preflightConnection(options.url, trust, timeoutMs);
   const latencies: number[] = [];
   const ctx: ReceiverContext = {
     options,
     timeoutMs,
     latencies,
-    connection: () => connectionTo(options.url, options.tls),
+    connection: () => connectionTo(options.url, trust),
     async send(body, header, { forgery = false, connection } = {}) {
       const dispatcher = connection ?? ctx.connection();
       try {

@@ -1,8 +1,8 @@
 // Proof that the receiver certification certifies: the package's example receivers pass, and each
 // broken receiver fails exactly the checks listed for it.
 import { once } from "node:events";
-import type { RequestListener, Server } from "node:http";
-import { createServer as createNetServer, type AddressInfo } from "node:net";
+import type { RequestListener } from "node:http";
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { readRawBody, sendProblem, verifyDelivery } from "@partner-platform/sdk";
@@ -28,15 +28,14 @@ const failures = (report: Awaited<ReturnType<typeof certifyReceiver>>) => report
 async function certifyBroken(receiver: RequestListener | RawReceiver, options: Omit<ReceiverSuiteOptions, "url">, run: RunOptions = {}) {
   if (typeof receiver === "function") return certifyHandler(receiver, options, run);
   const server = createNetServer((socket) => receiver.connection(socket)).listen(0, "127.0.0.1");
-  await once(server, "listening");
   try {
-    return await certifyReceiver({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, ...options }, run);
+    return await certifyReceiver({ url: await urlOf(server, "/"), ...options }, run);
   } finally {
     server.close();
   }
 }
 
-async function urlOf(server: Server, pathname: string): Promise<string> {
+async function urlOf(server: NetServer, pathname: string): Promise<string> {
   if (!server.listening) await once(server, "listening");
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}${pathname}`;
 }
