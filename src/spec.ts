@@ -13,6 +13,7 @@ import { specPaths } from "./paths.js";
 export interface ConformanceRules {
   virtualClock: { unansweredAttemptRealSeconds: { min: number; max: number } };
   scaledClock: {
+    minFactor: number;
     attemptTimeoutFloorRealSeconds: number;
     tolerance: { earlyRealMs: number; lateFractionOfWait: number; lateRealMs: number };
   };

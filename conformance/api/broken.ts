@@ -21,6 +21,7 @@ export const brokenApis = [
   { id: "accepts-two-authentication-methods", description: "The token endpoint takes the form's credentials when HTTP Basic is sent too." },
   { id: "last-repeated-parameter-wins", description: "The token endpoint reads a repeated form parameter as its last value." },
   { id: "repairs-invalid-utf8", description: "JSON bodies are decoded leniently: bytes that are not UTF-8 become U+FFFD and the request succeeds." },
+  { id: "repairs-lone-surrogates", description: "JSON strings are stored as the reference's text columns take them: a lone surrogate escape (\\ud800) becomes U+FFFD and the request succeeds." },
   { id: "scope-confusion", description: "A token issued for two or more scopes acts with every scope its client may have." },
   { id: "basic-401-without-challenge", description: "The token endpoint answers a failed HTTP Basic authentication with 401 invalid_client but no WWW-Authenticate: Basic challenge." },
   { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
@@ -151,6 +152,17 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, Buffer.from(body.toString("utf8"), "utf8")));
     }
 
+    if (id === "repairs-lone-surrogates" && mediaTypeOf(req.headers["content-type"]) === "application/json") {
+      let repaired = false;
+      const repair = (_key: string, v: unknown) => (typeof v === "string" && /\p{Cs}/u.test(v) ? ((repaired = true), v.replace(/\p{Cs}/gu, "\uFFFD")) : v);
+      let text: string | undefined;
+      try {
+        text = JSON.stringify(JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body)), repair);
+      } catch {
+        // Not UTF-8, or not JSON: the reference answers that as it would.
+      }
+      return reply(res, await forward(req, repaired && text !== undefined ? Buffer.from(text) : body));
+    }
     if (id === "500-on-null-member" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*null\b/.test(body.toString("utf8"))) {
       return crash(res, "Cannot read properties of null.");
     }

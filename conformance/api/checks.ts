@@ -6,7 +6,7 @@ import fc from "fast-check";
 import { CheckFailed, defineCheck, expectThat, type Check } from "../framework/check.js";
 import type { Contract, Operation, QueryParameter, ResponseSeen } from "./contract.js";
 import { seen, type ApiContext } from "./context.js";
-import { arbitraryOf, flatten, invalidUtf8Of, mutationsOf, type Mutation } from "./schema-arbitrary.js";
+import { arbitraryOf, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
 type ApiCheck = Check<ApiContext>;
 type Json = Record<string, any>;
@@ -384,6 +384,23 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
           const response = await ctx.call(op, { query: example().input.query, body: invalidUtf8Of(JSON.stringify(example().input.body)), contentType: mediaType, token: await fullToken(ctx) });
           expectAnswer(ctx, op, response, [malformed], "a body that is not UTF-8");
         }),
+      );
+    }
+    const surrogate = loneSurrogateVariant(example().input.body, contract.validatorAt(op.body.schemaPointer));
+    if (declared(malformed) && surrogate) {
+      checks.push(
+        check(
+          "lone-surrogate-gets-400",
+          "D13, D29",
+          `The example body with a lone surrogate escape (\\ud800) as its only fault gets a ${malformed} problem pointing at that member, never a 2xx (nothing repaired into U+FFFD and stored).`,
+          `sends the example body to ${request} with \\ud800 at the start of ${surrogate.pointer}`,
+          async (ctx) => {
+            const response = await send(ctx, op, { query: example().input.query, body: surrogate.body }, await fullToken(ctx));
+            expectAnswer(ctx, op, response, [malformed], `a lone surrogate at ${surrogate.pointer}`);
+            const problem = jsonOf(response);
+            expectThat(namesPointer(problem, surrogate.pointer), `a lone surrogate: errors[].pointer does not name ${surrogate.pointer}`, surrogate.pointer, problem.errors ?? "(no errors)");
+          },
+        ),
       );
     }
     const unsupported = problemStatus("unsupported-media-type");

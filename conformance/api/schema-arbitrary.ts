@@ -371,3 +371,24 @@ export function invalidUtf8Of(text: string): Buffer {
   const cut = at ? at.index + at[0].length : 0;
   return Buffer.concat([Buffer.from(text.slice(0, cut), "utf8"), Buffer.from([0xff, 0xfe]), Buffer.from(text.slice(cut), "utf8")]);
 }
+
+/**
+ * The valid `body` with a lone surrogate (U+D800, sent as the JSON escape `\ud800`) before the value of
+ * its first string member where that is the only fault: the same body with U+FFFD there instead still
+ * validates, so a server that repaired it would accept it. Undefined when no string member allows that.
+ */
+export function loneSurrogateVariant(body: unknown, isValid: (value: unknown) => boolean): { pointer: string; body: unknown } | undefined {
+  const strings: (string | number)[][] = [];
+  const walk = (value: unknown, tokens: (string | number)[]) => {
+    if (typeof value === "string") strings.push(tokens);
+    else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...tokens, i]));
+    else if (value !== null && typeof value === "object") for (const [key, member] of Object.entries(value)) walk(member, [...tokens, key]);
+  };
+  walk(body, []);
+  const valueAt = (tokens: (string | number)[]) => tokens.reduce<unknown>((v, t) => (v as Record<string | number, unknown>)[t], body);
+  for (const tokens of strings) {
+    const value = valueAt(tokens) as string;
+    if (isValid(setAt(body, tokens, `\uFFFD${value}`))) return { pointer: pointerFrom(tokens), body: setAt(body, tokens, `\uD800${value}`) };
+  }
+  return undefined;
+}

@@ -10,6 +10,7 @@ import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type PartsOverride } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { urlFormProblem } from "../../src/server/ssrf.js";
+import type { ClockSetting } from "../server/clock.js";
 import { faultyRecorder } from "./recorder.js";
 
 export interface BrokenServer {
@@ -17,6 +18,8 @@ export interface BrokenServer {
   parts?: PartsOverride;
   registration?: RegistrationOverride;
   rules?: (rules: DeliveryRules) => DeliveryRules;
+  /** The clock it is certified with, where its fault shows only in real time (default: virtual). */
+  clock?: ClockSetting;
 }
 
 type Envelope = { id: string; event: string; timestamp: string; data: Record<string, unknown> };
@@ -156,6 +159,27 @@ export const brokenServers: BrokenServer[] = [
   },
 
   // -- Retry schedule and the failure counter ------------------------------------------------------
+  {
+    // A slow path for one event (a poll, a lookup before sending): each booking.confirmed waits 300 ms
+    // before its first attempt to a URL. D24 gives a first attempt 150 ms under a scaled clock; a
+    // virtual clock's advance would wait for it, so this one is certified on a scaled clock.
+    id: "slow-first-booking-attempts",
+    clock: { kind: "scaled", factor: 3e-5 },
+    parts: (base) => {
+      const sent = new Set<string>();
+      return {
+        async send(url, body, signature, signal) {
+          const envelope = JSON.parse(body.toString("utf8")) as Envelope;
+          const key = `${url} ${envelope.id}`;
+          if (envelope.event === "booking.confirmed" && !sent.has(key)) {
+            sent.add(key);
+            await new Promise((resolve) => setTimeout(resolve, 300));
+          }
+          return base.send(url, body, signature, signal);
+        },
+      };
+    },
+  },
   { id: "retries-one-step-early", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.map((w) => w - 1) }) },
   { id: "waits-20-percent-short", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.map((w) => w * 0.8) }) },
   {
@@ -170,6 +194,22 @@ export const brokenServers: BrokenServer[] = [
   // The largest threshold the counter's column holds: never reached.
   { id: "never-disables", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: 2 ** 31 - 1 }) },
   { id: "no-reset-on-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noReset: true }) }) },
+  {
+    // The count starts again when an event is queued for the webhook, not when an attempt succeeds.
+    id: "reset-on-new-event",
+    parts: (base, ctx) => ({
+      async queue(tx, events) {
+        const queued = await base.queue(tx, events);
+        await tx.query(
+          `UPDATE webhooks w SET consecutive_failures = 0 FROM unnest($1::text[], $2::text[]) AS e(name, business_id)
+           WHERE w.status = 'enabled' AND w.business_id = e.business_id AND w.events::jsonb ? e.name`,
+          [events.map((e) => e.name), events.map((e) => e.businessId)],
+        );
+        return queued;
+      },
+      record: faultyRecorder(ctx, { noReset: true }),
+    }),
+  },
   { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },
   {
     // The lost update: a failure writes back the counter as it was when its attempt was claimed, plus one.

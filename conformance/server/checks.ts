@@ -41,6 +41,8 @@ interface BasicsRun {
   otherBusiness: RegisteredWebhook;
   /** Deliveries of the two booking.confirmed events triggered for the main business. */
   bookings: Delivery[];
+  /** When the triggers of those two events answered, in order (performance.now()). */
+  bookingTriggers: { answeredAt: number }[];
   /** What reached the main business's webhooks for an event they are not subscribed to (review.created). */
   unsubscribed: Delivery[];
   /** What reached the main business's webhooks for the other business's event. */
@@ -71,8 +73,11 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     const otherBusiness = await ctx.register("basics-other-business", ["booking.confirmed", "review.created"], otherBusinessId);
 
     const [main0, same0] = [ctx.count(main.endpoint), ctx.count(sameBusiness.endpoint)];
-    await ctx.control.trigger("booking.confirmed", businessId);
-    await ctx.control.trigger("booking.confirmed", businessId);
+    const bookingTriggers: BasicsRun["bookingTriggers"] = [];
+    for (let i = 0; i < 2; i++) {
+      await ctx.control.trigger("booking.confirmed", businessId);
+      bookingTriggers.push({ answeredAt: performance.now() });
+    }
     const bookings = [
       ...(await ctx.arrivals(main.endpoint, main0, 2, "two booking.confirmed at the main webhook")),
       ...(await ctx.arrivals(sameBusiness.endpoint, same0, 2, "two booking.confirmed at the second webhook")),
@@ -107,7 +112,7 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     };
     const hiredLead = await finalLead("hired");
     const declinedLead = await finalLead("declined");
-    return { main, sameBusiness, otherBusiness, bookings, unsubscribed, foreignBusiness, leadCreated, requestLeads, hiredLead, declinedLead };
+    return { main, sameBusiness, otherBusiness, bookings, bookingTriggers, unsubscribed, foreignBusiness, leadCreated, requestLeads, hiredLead, declinedLead };
   });
 }
 
@@ -235,6 +240,41 @@ function resetThenLongWaits(ctx: ServerContext): Promise<ResetRun> {
     const afterLastRetry = await ctx.quietFor(webhook.endpoint, Math.ceil(waits.at(-1)! * 1.2));
     const y = ctx.receiver.at(webhook.endpoint).slice(beforeY).find((d) => envelopeOf(d).event === "review.created");
     return { waits: observed, resetDelivered, ...(y ? { resetAfterMs: y.arrivedAt - triggeredY } : {}), afterReset, afterLastRetry };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario: an event failing 4 times, then a new event whose first attempt fails too: only a 2xx
+// resets the count, so that failure is the fifth in a row and disables the webhook. Every attempt
+// fails, so the order of the new event's first attempt and the old event's next retry decides nothing.
+
+interface NewEventRun {
+  /** Attempts after the old event's fourth failure, the new event's first attempt included. */
+  afterFourth: Delivery[];
+  /** The first event's id and the second's. */
+  first?: string;
+  second?: string;
+}
+
+function newEventAfterFailures(ctx: ServerContext): Promise<NewEventRun> {
+  return ctx.once("new-event-after-failures", async () => {
+    const { retryWaitsSeconds, disableAfterConsecutiveFailures } = ctx.rules;
+    const business = ctx.options.businessId;
+    const webhook = await ctx.register("new-event-after-failures", ["booking.cancelled"], business);
+    ctx.receiver.script(webhook.endpoint, [], answers.status(503));
+    await ctx.control.trigger("booking.cancelled", business);
+    const [first] = await ctx.arrivals(webhook.endpoint, 0, 1, "the first event's first attempt");
+    for (const wait of retryWaitsSeconds.slice(0, disableAfterConsecutiveFailures - 2)) {
+      if ((await ctx.nextAttempt(webhook.endpoint, wait)).verdict === "missing") break;
+    }
+    const since = ctx.count(webhook.endpoint);
+    await ctx.control.trigger("booking.cancelled", business);
+    await ctx.arrivals(webhook.endpoint, since, 1, "the second event's first attempt");
+    // Long enough for the first event's next retry and the second's first retry, had either been kept.
+    await ctx.quietFor(webhook.endpoint, Math.ceil(retryWaitsSeconds[disableAfterConsecutiveFailures - 2]! * 1.2));
+    const afterFourth = ctx.receiver.at(webhook.endpoint).slice(since);
+    const second = afterFourth.map((d) => envelopeOf(d).id).find((id) => id !== (first && envelopeOf(first).id));
+    return { afterFourth, ...(first ? { first: envelopeOf(first).id } : {}), ...(second ? { second } : {}) };
   });
 }
 
@@ -680,6 +720,41 @@ export const serverChecks: ServerCheck[] = [
     },
   }),
   defineCheck({
+    id: "first-attempt-comes-when-due",
+    section: "§6, D24, D25",
+    title:
+      "A first attempt comes as soon as it is due: under a scaled clock within 150 ms after its trigger answered; under a virtual clock before the next advance answers.",
+    scenario: "two booking.confirmed to two webhooks of one business, triggered one after the other",
+    async run(ctx) {
+      const { main, sameBusiness, bookings, bookingTriggers } = await basics(ctx);
+      const lateMs = ctx.conformance.scaledClock.tolerance.lateRealMs;
+      const scaled = ctx.options.clock.kind === "scaled";
+      // The latest a first attempt may come: a scaled clock's allowance after the trigger answered (its
+      // event was due by then), or the answer of the first advance asked for after it.
+      const latest = (answeredAt: number) =>
+        scaled ? answeredAt + lateMs : (ctx.clock.advances.find((a) => a.startedAt >= answeredAt)?.answeredAt ?? Infinity);
+      // By arrival, not by id (D5: no order; an id is another check's): when every event is on time, the
+      // k-th arrival comes by the latest of the k-th trigger, the triggers having answered one by one.
+      const seen = [main, sameBusiness].flatMap((webhook) => {
+        const arrived = bookings.filter((d) => d.endpoint === webhook.endpoint);
+        return bookingTriggers.map(({ answeredAt }, k) => {
+          const d = arrived[k];
+          const onTime = d !== undefined && d.arrivedAt <= latest(answeredAt);
+          return { webhook: webhook.endpoint, onTime, came: d ? `arrival ${k + 1}: ${Math.round(d.arrivedAt - answeredAt)} ms after trigger ${k + 1} answered` : `arrival ${k + 1}: never` };
+        });
+      });
+      const late = seen.filter((s) => !s.onTime);
+      expectThat(
+        late.length === 0,
+        scaled
+          ? `a first attempt came later than ${lateMs} ms after its trigger answered (D24: under a scaled clock a first attempt is held to D25 as a retry whose wait is zero)`
+          : "a first attempt came after the advance that followed its trigger had answered (D24: it is made at the latest in the next advance)",
+        scaled ? `each within ${lateMs} ms` : "each before the next advance answered",
+        late.map(({ webhook, came }) => `${webhook}, ${came}`),
+      );
+    },
+  }),
+  defineCheck({
     id: "only-subscribed-events-arrive",
     section: "§6, D8",
     title: "A webhook receives only the events listed in its events field.",
@@ -758,6 +833,29 @@ export const serverChecks: ServerCheck[] = [
       );
       const last = afterReset.at(-1)!;
       expectThat(last.verdict !== "missing", "the webhook stopped delivering: the success did not reset the count", "a further retry", last.observed);
+    },
+  }),
+  defineCheck({
+    id: "new-event-does-not-reset-failure-count",
+    section: "§3, D7",
+    title: "Only a 2xx resets the count: after 4 failed attempts, a new event whose first attempt fails disables the webhook.",
+    scenario: "an event failing 4 times, then a new event whose first attempt fails",
+    async run(ctx) {
+      const { afterFourth, first, second } = await newEventAfterFailures(ctx);
+      // Disabled by whichever of these two failed first: after the first event's fourth failure, the
+      // second event's first attempt and the first event's next retry, each at most once (the later of
+      // them only if it was already under way, or not yet cancelled).
+      const ids = afterFourth.map((d) => envelopeOf(d).id);
+      const count = (id: string | undefined) => ids.filter((i) => i === id).length;
+      const seen = { attempts: ids.length, secondEvent: count(second), firstEvent: count(first), otherEvents: ids.length - count(second) - count(first) };
+      expectThat(
+        seen.attempts >= 1 && seen.secondEvent <= 1 && seen.firstEvent <= 1 && seen.otherEvents === 0,
+        ids.length === 0
+          ? "no attempt came after the first event's fourth failure: neither the second event's first attempt nor the first event's next retry"
+          : "the webhook was not disabled by the fifth failure in a row, the second event's first attempt after the first event's four",
+        { attempts: "1 or 2", secondEvent: "0 or 1", firstEvent: "0 or 1", otherEvents: 0 },
+        seen,
+      );
     },
   }),
   defineCheck({

@@ -5,14 +5,30 @@ import type { Control } from "./control.js";
 
 export type ClockSetting = { kind: "virtual" } | { kind: "scaled"; factor: number };
 
+/**
+ * Why the suite cannot certify with this clock, if it cannot: a factor beyond (0, 1], or one so small
+ * that a 2 h retry takes less real time than a first attempt may (D24: `scaledClock.minFactor`), where
+ * the reset scenario could not tell a correct server from a wrong one.
+ */
+export function clockSettingProblem(setting: ClockSetting): string | undefined {
+  if (setting.kind === "virtual") return undefined;
+  const { minFactor } = loadConformanceRules().scaledClock;
+  if (!(setting.factor > 0 && setting.factor <= 1)) return `must be "virtual" or "scaled:FACTOR" with 0 < FACTOR <= 1, got "scaled:${setting.factor}"`;
+  if (setting.factor < minFactor) {
+    return `scaled:${setting.factor} is faster than the suite can certify: use a FACTOR of at least ${minFactor} (x-conformance.scaledClock.minFactor, D24), or the virtual clock`;
+  }
+  return undefined;
+}
+
+/** `virtual` or `scaled:FACTOR`, as `--clock` takes it; throws with the reason it cannot be used. */
 export function parseClockSetting(text: string): ClockSetting {
   if (text === "virtual") return { kind: "virtual" };
   const match = /^scaled:([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)$/i.exec(text);
-  const factor = match ? Number(match[1]) : NaN;
-  if (!(factor > 0 && factor <= 1)) {
-    throw new Error(`--clock must be "virtual" or "scaled:FACTOR" with 0 < FACTOR <= 1, got "${text}"`);
-  }
-  return { kind: "scaled", factor };
+  if (!match) throw new Error(`must be "virtual" or "scaled:FACTOR" with 0 < FACTOR <= 1, got "${text}"`);
+  const setting: ClockSetting = { kind: "scaled", factor: Number(match[1]) };
+  const problem = clockSettingProblem(setting);
+  if (problem) throw new Error(problem);
+  return setting;
 }
 
 export interface ClockDriver {
@@ -21,22 +37,29 @@ export interface ClockDriver {
   elapse(seconds: number): Promise<void>;
   /** Real milliseconds that `seconds` of the implementation's time take (0 for virtual). */
   realMs(seconds: number): number;
+  /** With a virtual clock, each advance so far: when it was asked for and when it answered (performance.now()). */
+  advances: { startedAt: number; answeredAt: number }[];
 }
 
 export function createClockDriver(setting: ClockSetting, control: Control): ClockDriver {
+  const advances: ClockDriver["advances"] = [];
   if (setting.kind === "virtual") {
     return {
       setting,
       elapse: async (seconds) => {
+        const startedAt = performance.now();
         await control.advance(seconds);
+        advances.push({ startedAt, answeredAt: performance.now() });
       },
       realMs: () => 0,
+      advances,
     };
   }
   return {
     setting,
     elapse: (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * setting.factor * 1000)),
     realMs: (seconds) => seconds * setting.factor * 1000,
+    advances,
   };
 }
 

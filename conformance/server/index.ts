@@ -7,7 +7,7 @@ import { loadOrCreateCa } from "../harness/pki.js";
 import { startReceiver, type Receiver } from "../harness/receiver.js";
 import { startSmtpSink, type SmtpSink } from "../harness/smtp-sink.js";
 import { serverChecks } from "./checks.js";
-import type { ClockSetting } from "./clock.js";
+import { clockSettingProblem, type ClockSetting } from "./clock.js";
 import type { Clock } from "./control.js";
 import { createServerContext, type ServerSuiteOptions } from "./context.js";
 import { startImplementation } from "./start.js";
@@ -86,6 +86,8 @@ async function preflightControl(controlUrl: string, clock: ClockSetting): Promis
 }
 
 export async function certifyServer(options: CertifyServerOptions, run: RunOptions = {}): Promise<SuiteReport> {
+  const clockProblem = clockSettingProblem(options.clock);
+  if (clockProblem) throw new SetupError(`clock: ${clockProblem}`);
   const receiverHost = options.receiverHost ?? "127.0.0.1";
   const smtpHost = options.smtpHost ?? "127.0.0.1";
   const notice = options.notice ?? ((line: string) => process.stderr.write(`${line}\n`));

@@ -253,13 +253,7 @@ const serverCli: SuiteCli = {
       secondClientSecret: flags.required("secondClientSecret"),
       secondClientBusinessId: flags.required("secondClientBusinessId"),
       partnerEmail: flags.required("partnerEmail", parse.email),
-      clock: flags.required("clock", (value) => {
-        try {
-          return parseClockSetting(value);
-        } catch {
-          throw new Error(`must be "virtual" or "scaled:FACTOR" with 0 < FACTOR <= 1, got "${value}"`);
-        }
-      }),
+      clock: flags.required("clock", parseClockSetting),
       businessId: flags.required("businessId"),
       otherBusinessId: flags.required("otherBusinessId"),
       categoryId: flags.required("categoryId"),

@@ -158,6 +158,22 @@ function utf8Body(req: FastifyRequest, body: Buffer): string | ProblemError {
   }
 }
 
+/**
+ * Where a parsed JSON body holds a lone surrogate (an escape such as "\ud800" without its pair, RFC 8259
+ * §8.2): the pointer of the string, or of the object whose member name holds one. Such text has no
+ * UTF-8 form; storing it would replace it with U+FFFD, so it is refused like bytes that are not UTF-8 (D29).
+ */
+function loneSurrogateAt(value: unknown, pointer = ""): string | undefined {
+  if (typeof value === "string") return /\p{Cs}/u.test(value) ? pointer : undefined;
+  if (typeof value !== "object" || value === null) return undefined;
+  for (const [key, member] of Object.entries(value)) {
+    if (/\p{Cs}/u.test(key)) return pointer;
+    const found = loneSurrogateAt(member, `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 // Opaque random tokens (D23), stored as their SHA-256 only: a copy of the database holds no usable token.
 const tokenHash = (token: string) => createHash("sha256").update(token).digest("hex");
 
@@ -301,11 +317,18 @@ export function createApp(options: AppOptions): FastifyInstance {
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
     const text = utf8Body(req, body as Buffer);
     if (text instanceof ProblemError) return done(text, undefined);
+    let parsed: unknown;
     try {
-      done(null, text === "" ? undefined : JSON.parse(text));
+      parsed = text === "" ? undefined : JSON.parse(text);
     } catch (error) {
-      done(new ProblemError(400, `The body is not valid JSON: ${(error as Error).message}`), undefined);
+      return done(new ProblemError(400, `The body is not valid JSON: ${(error as Error).message}`), undefined);
     }
+    const surrogate = loneSurrogateAt(parsed);
+    if (surrogate !== undefined) {
+      const detail = "a \\u escape of a lone surrogate (U+D800 to U+DFFF without its pair) is not a Unicode character";
+      return done(new ProblemError(400, "The body holds text that is not Unicode.", [{ pointer: surrogate, detail }]), undefined);
+    }
+    done(null, parsed);
   });
   // The token endpoint answers in RFC 6749 terms, so what the form parser finds wrong is handed to it.
   app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "buffer" }, (req, body, done) => {

@@ -99,6 +99,7 @@ describe("certify: options are checked before anything runs", () => {
     ["a bad port", () => [...serverArgs(counting.url), "--receiver-port", "70000"], '--receiver-port: must be a port number from 1 to 65535, got "70000"'],
     ["a bad host", () => [...serverArgs(counting.url), "--smtp-host", "not a host"], '--smtp-host: must be an IP address or a host name, got "not a host"'],
     ["a bad --clock", () => [...serverArgs(counting.url), "--clock", "scaled:2"], '--clock: must be "virtual" or "scaled:FACTOR" with 0 < FACTOR <= 1, got "scaled:2"'],
+    ["a --clock faster than the suite certifies", () => [...serverArgs(counting.url), "--clock", "scaled:0.00001"], "--clock: scaled:0.00001 is faster than the suite can certify: use a FACTOR of at least 0.00003 (x-conformance.scaledClock.minFactor, D24), or the virtual clock"],
     ["a bad --partner-email", () => [...serverArgs(counting.url), "--partner-email", "partner.example.com"], '--partner-email: must be an e-mail address, got "partner.example.com"'],
     ["a missing --partner-email", () => serverArgs(counting.url).slice(0, -2), "--partner-email: required"],
     ["a missing secret", () => ["api", "--base-url", counting.url, "--auth-url", counting.url, "--client-id", "i"], "--client-secret: required (give it, or set PARTNER_PLATFORM_CLIENT_SECRET)"],

@@ -34,7 +34,7 @@ describe("broken servers", () => {
   });
 
   it.each(brokenServers.map((b) => [b.id, b] as const))("catches the broken server %s with exactly the checks listed for it", async (id, variant) => {
-    const report = await certifyReference({ kind: "virtual" }, { variant, db });
+    const report = await certifyReference(variant.clock ?? { kind: "virtual" }, { variant, db });
     const comparison = compareWithExpected(report, expected.variants[id]!.fails);
     expect(comparison, report.results.filter((r) => r.status === "failed").map(formatResult).join("\n")).toEqual({ unexpected: [], stale: [] });
     expect(expected.variants[id]!.fails.length).toBeGreaterThan(0);
