@@ -12,10 +12,18 @@ export interface RecorderFaults {
   keepsDeliveringAfterDisable?: boolean;
   /** The counter a failure adds 1 to, read elsewhere (e.g. when the attempt was claimed). */
   counterOf?: (attemptId: string) => number | undefined;
+  /** Failures are counted per event name (a 2xx still resets them all). */
+  perEventName?: boolean;
+  /** Disabling cancels the failing event's pending retries only; the others are still made. */
+  cancelsOnlyFailingEvent?: boolean;
+  /** A disabling by an event's first attempt queues no e-mail. */
+  noNoticeOnFirstAttempt?: boolean;
 }
 
 export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): DeliveryParts["record"] {
   const { db, rules, owner } = ctx;
+  /** perEventName: the counts, by webhook and event name. */
+  const byName = new Map<string, Map<string, number>>();
   const one = (o: Outcome) =>
     db.transaction<Recorded>(async (tx) => {
       const state = o.cancelled ? "cancelled" : o.ok ? "succeeded" : "failed";
@@ -36,9 +44,22 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       if (!enabled && !faults.keepsDeliveringAfterDisable) return o.ok ? "succeeded" : "failed";
       if (o.ok) {
         if (!faults.noReset) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+        byName.delete(a.webhook_id);
         return "succeeded";
       }
-      const counter = faults.perEvent ? a.attempt : (faults.counterOf?.(o.attemptId) ?? w.consecutive_failures) + 1;
+      const nameCount = async () => {
+        const { rows: events } = await tx.query<{ name: string }>("SELECT name FROM events WHERE id = $1", [a.event_id]);
+        const counts = byName.get(a.webhook_id) ?? new Map<string, number>();
+        byName.set(a.webhook_id, counts);
+        const n = (counts.get(events[0]!.name) ?? 0) + 1;
+        counts.set(events[0]!.name, n);
+        return n;
+      };
+      const counter = faults.perEvent
+        ? a.attempt
+        : faults.perEventName
+          ? await nameCount()
+          : (faults.counterOf?.(o.attemptId) ?? w.consecutive_failures) + 1;
       await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE id = $1", [a.webhook_id, counter]);
       const retry = () =>
         o.retryAt === undefined
@@ -52,8 +73,10 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       if (enabled && counter >= rules.disableAfterConsecutiveFailures) {
         await tx.query("UPDATE webhooks SET status = 'disabled' WHERE id = $1", [a.webhook_id]);
         if (faults.keepsDeliveringAfterDisable) await retry();
-        else await tx.query("UPDATE attempts SET state = 'cancelled' WHERE webhook_id = $1 AND state = 'pending'", [a.webhook_id]);
-        await tx.query("INSERT INTO notifications (webhook_id, client_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [
+        else if (faults.cancelsOnlyFailingEvent) {
+          await tx.query("UPDATE attempts SET state = 'cancelled' WHERE webhook_id = $1 AND event_id = $2 AND state = 'pending'", [a.webhook_id, a.event_id]);
+        } else await tx.query("UPDATE attempts SET state = 'cancelled' WHERE webhook_id = $1 AND state = 'pending'", [a.webhook_id]);
+        if (!(faults.noNoticeOnFirstAttempt && a.attempt === 1)) await tx.query("INSERT INTO notifications (webhook_id, client_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [
           a.webhook_id,
           w.client_id,
           o.endedAt,

@@ -211,6 +211,15 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },
+  { id: "failure-count-per-event-name", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEventName: true }) }) },
+  {
+    // Its other events' pending retries are still made (to a disabled webhook: nothing else is).
+    id: "disable-cancels-only-failing-event",
+    parts: (base, ctx) => ({
+      deliverable: (a) => a.url !== null && a.secret !== null && a.body !== null,
+      record: faultyRecorder(ctx, { cancelsOnlyFailingEvent: true }),
+    }),
+  },
   {
     // The lost update: a failure writes back the counter as it was when its attempt was claimed, plus one.
     id: "stale-failure-count",
@@ -249,6 +258,7 @@ export const brokenServers: BrokenServer[] = [
 
   // -- The disable e-mail --------------------------------------------------------------------------
   { id: "no-disable-email", parts: () => ({ sendMail: async () => undefined }) },
+  { id: "no-notice-when-a-first-attempt-disables", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noNoticeOnFirstAttempt: true }) }) },
   {
     id: "sends-second-email-with-new-message-id",
     parts: (base) => ({
