@@ -378,16 +378,14 @@ export function invalidUtf8Of(text: string): Buffer {
  * validates, so a server that repaired it would accept it. Undefined when no string member allows that.
  */
 export function loneSurrogateVariant(body: unknown, isValid: (value: unknown) => boolean): { pointer: string; body: unknown } | undefined {
-  const strings: (string | number)[][] = [];
+  const strings: { tokens: (string | number)[]; value: string }[] = [];
   const walk = (value: unknown, tokens: (string | number)[]) => {
-    if (typeof value === "string") strings.push(tokens);
+    if (typeof value === "string") strings.push({ tokens, value });
     else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...tokens, i]));
     else if (value !== null && typeof value === "object") for (const [key, member] of Object.entries(value)) walk(member, [...tokens, key]);
   };
   walk(body, []);
-  const valueAt = (tokens: (string | number)[]) => tokens.reduce<unknown>((v, t) => (v as Record<string | number, unknown>)[t], body);
-  for (const tokens of strings) {
-    const value = valueAt(tokens) as string;
+  for (const { tokens, value } of strings) {
     if (isValid(setAt(body, tokens, `\uFFFD${value}`))) return { pointer: pointerFrom(tokens), body: setAt(body, tokens, `\uD800${value}`) };
   }
   return undefined;

@@ -24,6 +24,7 @@ import {
   queryErrors,
   schemaErrors,
   scopeOf,
+  escapeToken,
   type FieldError,
 } from "./contract.js";
 import type { DeliveryEngine } from "./delivery/index.js";
@@ -168,7 +169,7 @@ function loneSurrogateAt(value: unknown, pointer = ""): string | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   for (const [key, member] of Object.entries(value)) {
     if (/\p{Cs}/u.test(key)) return pointer;
-    const found = loneSurrogateAt(member, `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`);
+    const found = loneSurrogateAt(member, `${pointer}/${escapeToken(key)}`);
     if (found !== undefined) return found;
   }
   return undefined;

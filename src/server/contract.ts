@@ -48,7 +48,8 @@ export const specTokenLifetimeSeconds: number = (
   Object.values(openapi.paths["/oauth2/token"].post.responses["200"].content["application/json"].examples as Json)[0] as Json
 ).value.expires_in;
 
-const escapeToken = (name: string) => name.replace(/~/g, "~0").replace(/\//g, "~1");
+/** A member name as a JSON Pointer token (RFC 6901: ~ and / escaped). */
+export const escapeToken = (name: string) => name.replace(/~/g, "~0").replace(/\//g, "~1");
 const UNKNOWN_MEMBER = "must not be present: the schema has no such member";
 
 /** Where an Ajv error is and what it says; a missing or unknown member points at itself, not at its object. */

@@ -429,9 +429,10 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       }
       // The time waited for came while this run claimed: claim now if there is room (a wait for it
       // would last until the next look around, the time being past).
-      if (wanted <= clock.now() && maxInFlight - attemptsUnderWay >= claimBatch) return;
+      const now = clock.now();
+      if (wanted <= now && maxInFlight - attemptsUnderWay >= claimBatch) return;
       // Work due by now waits for the kick of room or of a webhook that can take more.
-      const until = wanted > clock.now() ? wanted : Infinity;
+      const until = wanted > now ? wanted : Infinity;
       await kicked(until !== Infinity ? Math.min(lookAroundMs, passDelay(until)) : lookAroundMs);
       if (stopped) return;
       const look = Date.now() - lookedAround >= lookAroundMs;
