@@ -28,6 +28,7 @@ export const brokenApis = [
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
+  { id: "no-live-token-cap", description: "Every token issued keeps working: issuing more never revokes a client's oldest (D32)." },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
@@ -59,6 +60,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const search = contract.apiOperations.find((o) => o.operationId === "searchBusinesses")!;
   /** no-scope-check: each token issued → a token of the same client with every scope it may have. */
   const widened = new Map<string, string>();
+  /** no-live-token-cap: each token issued → how it was asked for, and the reference's token it stands for now. */
+  const kept = new Map<string, { headers: Record<string, string>; body: Buffer; current: string }>();
 
   async function forward(req: IncomingMessage, body: Buffer, headers: Record<string, string> = {}): Promise<Forwarded> {
     const outgoing: Record<string, string> = {};
@@ -174,6 +177,30 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
     }
 
+    if (id === "no-live-token-cap" && isToken) {
+      const answer = await forward(req, body);
+      if (answer.status === 200) {
+        const issued = (JSON.parse(answer.body.toString("utf8")) as { access_token: string }).access_token;
+        const headers: Record<string, string> = { "content-type": String(req.headers["content-type"]) };
+        if (req.headers.authorization) headers.authorization = req.headers.authorization;
+        kept.set(issued, { headers, body, current: issued });
+      }
+      return reply(res, answer);
+    }
+    if (id === "no-live-token-cap") {
+      const presented = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
+      const held = presented !== undefined ? kept.get(presented) : undefined;
+      if (!held) return reply(res, await forward(req, body));
+      let answer = await forward(req, body, { authorization: `Bearer ${held.current}` });
+      if (answer.status === 401) {
+        // Revoked by the reference: asked for again as it was first, so that it never stops working.
+        const again = await request(`${upstream}${token.path}`, { method: "POST", headers: held.headers, body: held.body });
+        const renewed = (await again.body.json()) as { access_token?: string };
+        if (renewed.access_token) held.current = renewed.access_token;
+        answer = await forward(req, body, { authorization: `Bearer ${held.current}` });
+      }
+      return reply(res, answer);
+    }
     if ((id === "no-scope-check" || id === "scope-confusion") && isToken) {
       const answer = await forward(req, body);
       const form = new URLSearchParams(body.toString("utf8"));

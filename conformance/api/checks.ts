@@ -3,7 +3,7 @@
 // answer is validated against the OpenAPI document (status declared, headers, content type, body).
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
-import { CheckFailed, defineCheck, expectThat, type Check } from "../framework/check.js";
+import { CheckFailed, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
 import type { Contract, Operation, QueryParameter, ResponseSeen } from "./contract.js";
 import { seen, type ApiContext } from "./context.js";
 import { arbitraryOf, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
@@ -254,7 +254,42 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       },
     }),
     ...(contract.failedAuthThrottle ? [throttleCheck(contract, contract.failedAuthThrottle)] : []),
+    ...(contract.liveTokensPerClient ? [liveTokensCheck(contract, contract.liveTokensPerClient, form)] : []),
   ];
+}
+
+/** D32: one token more than a client may hold revokes its oldest; the newest ones keep working. */
+function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext, extra?: Record<string, string>) => Record<string, string>): ApiCheck {
+  const op = contract.tokenOperation;
+  // Any operation with a success example to read it back; the first GET where there is one, as it changes nothing.
+  const probe = [...contract.apiOperations].sort((a, b) => Number(b.method === "GET") - Number(a.method === "GET")).find((o) => o.successExamples.length > 0)!;
+  const unauthenticated = contract.problem("unauthenticated").status;
+  return defineCheck<ApiContext>({
+    id: "token-cap-revokes-oldest",
+    section: `${op.section}, D32`,
+    title: `A client holds at most ${max} live tokens: issuing one more revokes its oldest (${unauthenticated} from then on), and the ${max} newest keep working.`,
+    scenario: `requests ${max + 1} tokens for --client-id, then calls ${probe.method} ${probe.path} with the first, the second and the last`,
+    async run(ctx) {
+      try {
+        const issued: string[] = [];
+        for (let i = 1; i <= max + 1; i++) {
+          const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
+          expectAnswer(ctx, op, response, [successExample(op).status], `token ${i} of ${max + 1}`);
+          issued.push(String(jsonOf(response).access_token));
+        }
+        const example = successExample(probe);
+        const statusWith = async (token: string) => (await send(ctx, probe, { query: example.query, body: example.body }, token)).status;
+        expectEqual(
+          { first: await statusWith(issued[0]!), second: await statusWith(issued[1]!), last: await statusWith(issued[max]!) },
+          { first: unauthenticated, second: example.status, last: example.status },
+          `after ${max + 1} tokens the first must be revoked and the ${max} newest still work`,
+        );
+      } finally {
+        // The suite's own tokens, older still, are revoked too.
+        ctx.forgetTokens();
+      }
+    },
+  });
 }
 
 /** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded, then base64. */

@@ -48,6 +48,8 @@ export interface ApiContext {
   requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>, how?: Pick<CallInput, "waitOnRateLimit">): Promise<ResponseSeen>;
   /** A token with exactly these scopes, obtained once per set. */
   token(scopes: readonly string[]): Promise<string>;
+  /** Drops the tokens `token` obtained (a check that revoked them), so that later checks get new ones. */
+  forgetTokens(): void;
 }
 
 /** The answer in a form that reads well in a report. */
@@ -114,6 +116,7 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
       }
       return tokens.get(key)!;
     },
+    forgetTokens: () => tokens.clear(),
   };
 }
 

@@ -68,6 +68,8 @@ export interface Contract {
   tokenOperation: Operation;
   /** The token endpoint's failed-authentication budget (`x-failed-authentication-throttle`, D30), if it declares one. */
   failedAuthThrottle?: { perClientId: number; perAddress: number; windowSeconds: number };
+  /** How many live tokens a client holds at most (`x-live-tokens-per-client`, D32), if it declares it. */
+  liveTokensPerClient?: number;
   /** The API operations (those that require a scope). */
   apiOperations: Operation[];
   /** Every scope of the API, from the security scheme. */
@@ -267,6 +269,7 @@ function buildContract(doc: Json): Contract {
     operations,
     tokenOperation,
     failedAuthThrottle: doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()]["x-failed-authentication-throttle"] as Contract["failedAuthThrottle"],
+    liveTokensPerClient: (doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()]["x-live-tokens-per-client"] as { max?: number } | undefined)?.max,
     apiOperations: operations.filter((o) => o.scopes.length > 0),
     scopes,
     problem(slug) {

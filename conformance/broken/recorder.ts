@@ -18,6 +18,8 @@ export interface RecorderFaults {
   cancelsOnlyFailingEvent?: boolean;
   /** A disabling by an event's first attempt queues no e-mail. */
   noNoticeOnFirstAttempt?: boolean;
+  /** A failure that leaves nothing of the webhook pending or in flight (an event dropped) sets the count back to 0. */
+  forgetsCountWhenIdle?: boolean;
 }
 
 export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): DeliveryParts["record"] {
@@ -84,6 +86,10 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         return "disabled";
       }
       await retry();
+      if (faults.forgetsCountWhenIdle) {
+        const { rows: busy } = await tx.query("SELECT 1 FROM attempts WHERE webhook_id = $1 AND state IN ('pending', 'in_flight') LIMIT 1", [a.webhook_id]);
+        if (busy.length === 0) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+      }
       return "failed";
     });
   return async (outcomes) => {

@@ -212,6 +212,7 @@ export const brokenServers: BrokenServer[] = [
   },
   { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },
   { id: "failure-count-per-event-name", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEventName: true }) }) },
+  { id: "forgets-failure-count-when-idle", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { forgetsCountWhenIdle: true }) }) },
   {
     // Its other events' pending retries are still made (to a disabled webhook: nothing else is).
     id: "disable-cancels-only-failing-event",

@@ -6,6 +6,7 @@ import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { packageRoot } from "../../src/paths.js";
 import { parseEvent, type EventName } from "@partner-platform/sdk";
 import { loadContract } from "../api/contract.js";
@@ -21,6 +22,13 @@ const hmacHex = (body: Buffer, secret: string) => createHmac("sha256", secret).u
 const envelopeOf = (d: Delivery) => JSON.parse(d.body.toString("utf8")) as Envelope;
 const summary = (ds: readonly Delivery[]) => ds.map((d) => `${d.endpoint}: ${envelopeOf(d).event}`);
 const ofEvent = (ds: readonly Delivery[], event: EventName) => ds.filter((d) => envelopeOf(d).event === event);
+const eventNameOf = (d: Delivery): string | undefined => {
+  try {
+    return envelopeOf(d).event;
+  } catch {
+    return undefined;
+  }
+};
 const isSuccess = (d: Delivery) => d.answer?.kind === "status" && d.answer.status >= 200 && d.answer.status < 300;
 
 /** What the implementation's clock says now, in ms. */
@@ -253,6 +261,8 @@ interface ResetRun {
   afterReset: RetryObservation[];
   /** Attempts after the failed last retry (the event must be dropped). */
   afterLastRetry: Delivery[];
+  /** A new event's attempts after its first, once the first event was dropped: at most 2 (disabled). */
+  afterIdle: Delivery[];
 }
 
 function resetThenLongWaits(ctx: ServerContext): Promise<ResetRun> {
@@ -260,20 +270,36 @@ function resetThenLongWaits(ctx: ServerContext): Promise<ResetRun> {
     const waits = ctx.rules.retryWaitsSeconds;
     const threshold = ctx.rules.disableAfterConsecutiveFailures;
     const webhook = await ctx.register("reset", ["payment.received", "review.created"], ctx.options.businessId);
-    // Event X fails threshold - 1 times, event Y succeeds, then X fails its remaining retries, up to the last.
-    const fail = answers.status(500);
-    const failures = Array.from({ length: threshold - 1 }, () => fail);
-    const remaining = Array.from({ length: waits.length + 1 - (threshold - 1) }, () => fail);
-    ctx.receiver.script(webhook.endpoint, [...failures, answers.ok, ...remaining], answers.ok);
+    // Event X (payment.received) fails every attempt; event Y (review.created), triggered once X has
+    // failed threshold - 2 times and its next attempt has come, succeeds. Under a scaled clock X's
+    // (threshold - 1)-th attempt gets its answer only once Y's trigger has answered or Y has come (at
+    // most holdMs, within any attempt timeout): X's next retry, 2 h later (216 ms at the slowest scale
+    // certified), is then due after Y is, however long the trigger takes to store its event, and Y's
+    // success lands after X's second failure and before its fifth either way.
+    const scaled = ctx.options.clock.kind === "scaled";
+    const holdMs = scaled ? Math.min(600, 0.6 * ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000) : 0;
+    let release = () => {};
+    const yDue = new Promise<void>((resolve) => (release = resolve));
+    let xAttempts = 0;
+    ctx.receiver.respond(webhook.endpoint, async (d) => {
+      if (eventNameOf(d) === "review.created") {
+        release();
+        return answers.ok;
+      }
+      if (++xAttempts === threshold - 1 && holdMs > 0) await Promise.race([yDue, delay(holdMs, undefined, { ref: false })]);
+      return answers.status(500);
+    });
     await ctx.control.trigger("payment.received", ctx.options.businessId);
     await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt");
     const observed: RetryObservation[] = [];
     for (const wait of waits.slice(0, threshold - 2)) observed.push(await ctx.nextAttempt(webhook.endpoint, wait));
     const lastOfX = ctx.receiver.at(webhook.endpoint).at(-1);
     const beforeY = ctx.count(webhook.endpoint);
-    await ctx.control.trigger("review.created", ctx.options.businessId);
+    await ctx.control.trigger("review.created", ctx.options.businessId).finally(release);
     const triggeredY = performance.now();
     const reset = await ctx.arrivals(webhook.endpoint, beforeY, 1, "the resetting delivery");
+    // X's next retry counts from that answer (D7: after the failure).
+    if (lastOfX) await ctx.receiver.waitFor(() => lastOfX.answeredAt !== undefined, holdMs + 1000, "the held answer").catch(() => undefined);
     // Among what came since the trigger was sent: a trigger that answers late may do so after the
     // first event's next retry came too.
     const resetDelivered = reset.some((d) => envelopeOf(d).event === "review.created" && isSuccess(d));
@@ -283,12 +309,24 @@ function resetThenLongWaits(ctx: ServerContext): Promise<ResetRun> {
     for (const wait of later) afterReset.push(await ctx.nextAttempt(webhook.endpoint, wait));
     const afterLastRetry = await ctx.quietFor(webhook.endpoint, Math.ceil(waits.at(-1)! * 1.2));
     const y = ctx.receiver.at(webhook.endpoint).slice(beforeY).find((d) => envelopeOf(d).event === "review.created");
+    // X is dropped, nothing of the webhook is pending, and the failures since Y still count (D7: only a
+    // 2xx resets): two, or three where Y's success was recorded just before X's fourth failure. A new
+    // X-named event, failing too, disables the webhook by its second or third failure, where a count
+    // forgotten while nothing was pending would take five. Here, before another scenario's
+    // review.created can reach this webhook and reset its count.
+    const sinceZ = ctx.count(webhook.endpoint);
+    await ctx.control.trigger("payment.received", ctx.options.businessId);
+    await ctx.arrivals(webhook.endpoint, sinceZ, 1, "the new event's first attempt");
+    // Its 1 min and 5 min retries (the second may never come), then as long as its 30 min retry would take.
+    for (const wait of waits.slice(0, 2)) await ctx.nextAttempt(webhook.endpoint, wait);
+    await ctx.quietFor(webhook.endpoint, Math.ceil(waits[2]! * 1.2));
     return {
       waits: observed,
       resetDelivered,
       resetTrigger: { answeredAt: triggeredY, ...(y ? { arrived: y } : {}) },
       afterReset,
       afterLastRetry,
+      afterIdle: ctx.receiver.at(webhook.endpoint).slice(sinceZ + 1),
     };
   });
 }
@@ -312,8 +350,8 @@ function newEventAfterFailures(ctx: ServerContext): Promise<NewEventRun> {
   return ctx.once("new-event-after-failures", async () => {
     const { retryWaitsSeconds, disableAfterConsecutiveFailures } = ctx.rules;
     const business = ctx.options.businessId;
-    // No other scenario's webhook of this business subscribes to booking.cancelled; review.created
-    // reaches the reset scenario's webhook too, once that scenario is over (it runs first).
+    // No other scenario's webhook of this business subscribes to booking.cancelled; the reset
+    // scenario's, subscribed to review.created, is disabled by the end of that scenario (it runs first).
     const webhook = await ctx.register("new-event-after-failures", ["booking.cancelled", "review.created"], business);
     ctx.receiver.script(webhook.endpoint, [], answers.status(503));
     await ctx.control.trigger("booking.cancelled", business);
@@ -939,6 +977,27 @@ export const serverChecks: ServerCheck[] = [
       const { afterReset, afterLastRetry } = await resetThenLongWaits(ctx);
       expectThat(afterReset.every((o) => o.verdict !== "missing"), "the retries before the last one did not come", "all retries", afterReset.map((o) => o.observed));
       expectEqual(summary(afterLastRetry), [], "the event was attempted again after its last retry failed");
+    },
+  }),
+  defineCheck({
+    id: "failure-count-kept-while-nothing-is-pending",
+    section: "§3, D7",
+    title:
+      "Only a 2xx resets the count: failures counted before an event was dropped still count when nothing of the webhook is pending, so a new event's failures disable it sooner than five.",
+    scenario: "the reset scenario's webhook once its first event was dropped (two or three failures since the success), then a new event failing every attempt",
+    async run(ctx) {
+      const { afterIdle: retries } = await resetThenLongWaits(ctx);
+      const virtual = ctx.options.clock.kind === "virtual";
+      // Under a virtual clock the success was recorded after the fourth failure: two since, so the
+      // third attempt disables. Under a scaled clock it may have been recorded just before it.
+      expectThat(
+        virtual ? retries.length === 2 : retries.length <= 2,
+        retries.length > 2
+          ? "the new event was attempted more than 3 times: the failures counted before the first event was dropped were forgotten, or the webhook was not disabled"
+          : "the new event was attempted fewer than 3 times: the webhook was disabled before its fifth failure in a row, or before the new event",
+        virtual ? "2 retries, the second disabling" : "at most 2 retries, the last disabling",
+        summary(retries),
+      );
     },
   }),
   defineCheck({

@@ -245,7 +245,9 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     } catch {
       return { expectedSeconds, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}`, window: band };
     }
-    const gapMs = receiver.at(endpoint)[before]!.arrivedAt - (previous?.arrivedAt ?? 0);
+    // From the failure the wait follows (D7): when the previous attempt was answered, or, with no
+    // answer, when it arrived (the timeout's allowance above counts from its beginning).
+    const gapMs = receiver.at(endpoint)[before]!.arrivedAt - (previous ? (previous.answeredAt ?? previous.arrivedAt) : 0);
     const observed = seconds(gapMs);
     const window = { ...band, cameMs: gapMs };
     if (gapMs < band.earliestMs) return { expectedSeconds, verdict: "early", observed, window };

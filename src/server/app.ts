@@ -18,6 +18,7 @@ import {
   controlValidator,
   failedAuthBudget,
   fieldErrors,
+  maxLiveTokensPerClient,
   maxSearchResults,
   problemTypeBySlug,
   problemTypes,
@@ -73,9 +74,6 @@ export interface TokenThrottle {
   /** Counts one failed authentication against both budgets. */
   failed(req: FastifyRequest, clientId: string): Promise<void>;
 }
-
-/** At most this many live tokens per client (D32): minting in a loop cannot grow the token table. */
-export const maxLiveTokensPerClient = 100;
 
 /** The checks of a webhook registration (D16): the seam through which conformance/broken drops one. */
 export interface RegistrationChecks {

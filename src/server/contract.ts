@@ -34,6 +34,9 @@ export const failedAuthBudget = openapi.paths["/oauth2/token"].post["x-failed-au
   windowSeconds: number;
 };
 
+/** How many live tokens a client holds at most (D32, `x-live-tokens-per-client`): one more revokes its oldest. */
+export const maxLiveTokensPerClient = (openapi.paths["/oauth2/token"].post["x-live-tokens-per-client"] as { max: number }).max;
+
 /** Every scope the API grants (the `Scope` enum). */
 export const allScopes: readonly string[] = openapi.components.schemas.Scope.enum as string[];
 

@@ -90,6 +90,44 @@ describe("delivery concurrency", () => {
     expect(receiver.at("healthy")).toHaveLength(2);
   });
 
+  it("goes on claiming while a caller waits for its attempts' outcomes (a timing that makes first attempts at once)", async () => {
+    // The legal timing 'eager-slow' (conformance/server/timings.ts): a trigger waits for its event's
+    // attempts. One that hangs must not hold up the runs after it: they make other events' attempts,
+    // and expire leads, at their time.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const sent: string[] = [];
+    const eager = await startServer({
+      clock: { mode: "real" },
+      conformance: true,
+      allowPrivateWebhooks: true,
+      log: () => undefined,
+      parts: () => ({
+        timing: { queued: (makeDue) => makeDue() },
+        async send(url) {
+          sent.push(url);
+          if (url.endsWith("/held")) await released;
+          return { status: 204, timedOut: false };
+        },
+      }),
+    });
+    const to = (path: string) => sent.filter((url) => url.endsWith(path)).length;
+    let waiting: Promise<unknown> | undefined;
+    try {
+      await register(eager, "https://127.0.0.1:10/held", ["payment.received"]);
+      await register(eager, "https://127.0.0.1:10/beside-held", ["lead.created"]);
+      waiting = eager.engine.emit("payment.received", "4711", { paymentID: "p-held" });
+      await expect.poll(() => to("/held"), { timeout: 5_000 }).toBe(1);
+      // Not awaited: this caller waits for its own attempt, which the held one must not delay.
+      void eager.engine.emit("lead.created", "4711", { leadID: "l-beside" });
+      await expect.poll(() => to("/beside-held"), { timeout: 5_000 }).toBe(1);
+    } finally {
+      release();
+      await waiting;
+      await eager.close();
+    }
+  });
+
   it("delivers new events to others while a webhook hangs with more due than it may claim", async () => {
     // More due than the stuck webhook may hold claimed (D40): the run that claimed them waits for it to
     // take more, and claims the events that come meanwhile.

@@ -3,9 +3,8 @@
 // business ownership (D27) and webhook URLs the parser cannot take (D28).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createPartnerClient } from "@partner-platform/sdk";
-import { failedAuthBudget } from "../../src/server/contract.js";
+import { failedAuthBudget, maxLiveTokensPerClient } from "../../src/server/contract.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
-import { maxLiveTokensPerClient } from "../../src/server/app.js";
 
 const [acme, globex] = loadConfig().clients as [ReturnType<typeof loadConfig>["clients"][number], ReturnType<typeof loadConfig>["clients"][number]];
 const servers: RunningServer[] = [];

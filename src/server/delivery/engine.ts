@@ -401,10 +401,10 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   /**
    * Claims what is due, in bounded batches, and starts the attempts, each on its own: a slow or
-   * hanging receiver delays nobody else. With `waitForAttempts` (virtual time, tests) it also waits
-   * for their outcomes.
+   * hanging receiver delays nobody else. With `started` (virtual time, tests, timings that make first
+   * attempts at once) it collects them, for the caller to wait for their outcomes.
    */
-  async function runDueOnce(waitForAttempts: boolean): Promise<void> {
+  async function runDueOnce(started?: Promise<void>[]): Promise<void> {
     if (stopped) return;
     await expireLeads(clock.now());
     let lookedAround = Date.now();
@@ -444,7 +444,6 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       // Leads that fell due (D19): at each look, and when a time waited for came (a lead's, looked up).
       if (look || until <= clock.now()) await expireLeads(clock.now());
     };
-    const started: Promise<void>[] = [];
     for (;;) {
       if (stopped) break;
       if (maxInFlight - attemptsUnderWay < claimBatch) {
@@ -473,7 +472,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       const signed = signClaimed(due);
       const runs = due.map((a, i) => track(run(a, signed[i]), `attempt ${a.id}`));
       // Kept only to be waited for: a run in the background may claim a whole backlog.
-      if (waitForAttempts) started.push(...runs);
+      started?.push(...runs);
       // A claim short of its limit took every due attempt but those of the busy webhooks and of the
       // webhooks it took a full share of: claiming again before one of them can take more would be a
       // statement for nothing.
@@ -484,17 +483,21 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       await waitInRun();
     }
     // E-mails not sent by an earlier run (SMTP was down) are tried again on each run.
-    started.push(track(sendPendingNotifications(), "e-mails"));
-    if (waitForAttempts) await Promise.all(started);
+    const mails = track(sendPendingNotifications(), "e-mails");
+    started?.push(mails);
   }
 
   /** Serializes runs: callers that arrive during a run wait for a fresh one. */
   async function runDue(waitForAttempts = true): Promise<void> {
     while (running) await running;
-    running = runDueOnce(waitForAttempts).finally(() => {
+    const started = waitForAttempts ? [] : undefined;
+    running = runDueOnce(started).finally(() => {
       running = undefined;
     });
     await running;
+    // Outside the run: a caller waiting for its attempts (a hanging receiver's, up to their timeout)
+    // must not hold up the runs after it, which claim what falls due meanwhile and expire leads.
+    if (started) await Promise.all(started);
   }
 
   /** Waits until nothing is under way: no run, no attempt, no outcome waiting to be recorded. */
