@@ -261,8 +261,9 @@ function tokenChecks(contract: Contract): ApiCheck[] {
 /** D32: one token more than a client may hold revokes its oldest; the newest ones keep working. */
 function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext, extra?: Record<string, string>) => Record<string, string>): ApiCheck {
   const op = contract.tokenOperation;
-  // Any operation with a success example to read it back; the first GET where there is one, as it changes nothing.
-  const probe = [...contract.apiOperations].sort((a, b) => Number(b.method === "GET") - Number(a.method === "GET")).find((o) => o.successExamples.length > 0)!;
+  // Any operation with a success example to read it back; a GET where there is one, as it changes nothing.
+  const withExample = contract.apiOperations.filter((o) => o.successExamples.length > 0);
+  const probe = withExample.find((o) => o.method === "GET") ?? withExample[0]!;
   const unauthenticated = contract.problem("unauthenticated").status;
   return defineCheck<ApiContext>({
     id: "token-cap-revokes-oldest",

@@ -212,6 +212,7 @@ function buildContract(doc: Json): Contract {
 
   const tokenOperation = operations.find((o) => o.onAuthServer);
   if (!tokenOperation) throw new Error("the OpenAPI document has no operation on {auth_url}");
+  const tokenDoc = doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()] as Json;
   const scopes = Object.values((doc.components.securitySchemes ?? {}) as Json).flatMap((scheme) =>
     Object.values(((scheme as Json).flows ?? {}) as Json).flatMap((flow) => Object.keys(((flow as Json).scopes ?? {}) as Json)),
   );
@@ -268,8 +269,8 @@ function buildContract(doc: Json): Contract {
     doc,
     operations,
     tokenOperation,
-    failedAuthThrottle: doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()]["x-failed-authentication-throttle"] as Contract["failedAuthThrottle"],
-    liveTokensPerClient: (doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()]["x-live-tokens-per-client"] as { max?: number } | undefined)?.max,
+    failedAuthThrottle: tokenDoc["x-failed-authentication-throttle"] as Contract["failedAuthThrottle"],
+    liveTokensPerClient: (tokenDoc["x-live-tokens-per-client"] as { max?: number } | undefined)?.max,
     apiOperations: operations.filter((o) => o.scopes.length > 0),
     scopes,
     problem(slug) {
@@ -278,7 +279,7 @@ function buildContract(doc: Json): Contract {
       return problem;
     },
     oauthErrorStatus(code) {
-      const responses = doc.paths[tokenOperation.path][tokenOperation.method.toLowerCase()].responses as Json;
+      const responses = tokenDoc.responses as Json;
       const status = Object.keys(responses).find((s) => new RegExp(`\\b${code}\\b`).test(((responses[s] as Json).description as string) ?? ""));
       if (!status) throw new Error(`no response of the token operation names the error ${code}`);
       return Number(status);

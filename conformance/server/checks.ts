@@ -281,14 +281,14 @@ function resetThenLongWaits(ctx: ServerContext): Promise<ResetRun> {
     const scaled = ctx.options.clock.kind === "scaled";
     const holdMs = scaled ? Math.min(600, 0.6 * ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000) : 0;
     let release = () => {};
-    const yDue = new Promise<void>((resolve) => (release = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
     let xAttempts = 0;
     ctx.receiver.respond(webhook.endpoint, async (d) => {
       if (eventNameOf(d) === "review.created") {
         release();
         return answers.ok;
       }
-      if (++xAttempts === threshold - 1 && holdMs > 0) await Promise.race([yDue, delay(holdMs, undefined, { ref: false })]);
+      if (++xAttempts === threshold - 1 && holdMs > 0) await Promise.race([released, delay(holdMs, undefined, { ref: false })]);
       return answers.status(500);
     });
     await ctx.control.trigger("payment.received", ctx.options.businessId);

@@ -27,15 +27,18 @@ export const problemTypes = new Map<number, string>(
 export const problemTypeBySlug = (slug: string): string | undefined =>
   (openapi.components.schemas.ProblemType.enum as string[]).find((t) => t.endsWith(`:${slug}`));
 
+/** The token operation, whose extensions carry the token rules. */
+const tokenOperation = openapi.paths["/oauth2/token"].post as Json;
+
 /** The token endpoint's failed-authentication budget (D30, `x-failed-authentication-throttle`). */
-export const failedAuthBudget = openapi.paths["/oauth2/token"].post["x-failed-authentication-throttle"] as {
+export const failedAuthBudget = tokenOperation["x-failed-authentication-throttle"] as {
   perClientId: number;
   perAddress: number;
   windowSeconds: number;
 };
 
 /** How many live tokens a client holds at most (D32, `x-live-tokens-per-client`): one more revokes its oldest. */
-export const maxLiveTokensPerClient = (openapi.paths["/oauth2/token"].post["x-live-tokens-per-client"] as { max: number }).max;
+export const maxLiveTokensPerClient = (tokenOperation["x-live-tokens-per-client"] as { max: number }).max;
 
 /** Every scope the API grants (the `Scope` enum). */
 export const allScopes: readonly string[] = openapi.components.schemas.Scope.enum as string[];
@@ -48,7 +51,7 @@ export function scopeOf(route: string, method: string): string {
 
 /** The token lifetime the spec decides (D11), as its token example states it. */
 export const specTokenLifetimeSeconds: number = (
-  Object.values(openapi.paths["/oauth2/token"].post.responses["200"].content["application/json"].examples as Json)[0] as Json
+  Object.values(tokenOperation.responses["200"].content["application/json"].examples as Json)[0] as Json
 ).value.expires_in;
 
 /** A member name as a JSON Pointer token (RFC 6901: ~ and / escaped). */

@@ -482,7 +482,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       // Only busy webhooks may have more due: claim again when one of them can take more.
       await waitInRun();
     }
-    // E-mails not sent by an earlier run (SMTP was down) are tried again on each run.
+    // E-mails not sent by an earlier run (SMTP was down) are tried again on each run: started whether
+    // or not anyone waits for them (`started?.push(track(…))` would not call it when nobody does).
     const mails = track(sendPendingNotifications(), "e-mails");
     started?.push(mails);
   }
