@@ -18,6 +18,8 @@ export interface BrokenServer {
   parts?: PartsOverride;
   registration?: RegistrationOverride;
   rules?: (rules: DeliveryRules) => DeliveryRules;
+  /** Real ms it gives an unanswered attempt under a virtual clock (the reference server's delivery number; default 1000). */
+  virtualAttemptTimeoutMs?: number;
   /** The clock it is certified with, where its fault shows only in real time (default: virtual). */
   clock?: ClockSetting;
 }
@@ -186,6 +188,9 @@ export const brokenServers: BrokenServer[] = [
     id: "timeout-retry-counted-from-start",
     parts: (base) => ({ retryAt: (f) => base.retryAt(f.timedOut ? { ...f, endedAt: f.startedAt } : f) }),
   },
+  // Outside D24's 0.5 to 5 real seconds for an attempt that gets no answer under a virtual clock.
+  { id: "holds-unanswered-attempt-8-s", virtualAttemptTimeoutMs: 8000 },
+  { id: "gives-up-unanswered-attempt-at-200-ms", virtualAttemptTimeoutMs: 200 },
   {
     id: "retries-forever",
     parts: (base, ctx) => ({ retryAt: (f) => base.retryAt(f) ?? f.endedAt + ctx.rules.retryWaitsSeconds.at(-1)! * 1000 }),

@@ -39,6 +39,8 @@ export interface Delivery {
   answer?: Answer;
   /** `performance.now()` when the answer was written (a status) or the connection destroyed (close). */
   answeredAt?: number;
+  /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang): it gave up. */
+  abandonedAt?: number;
 }
 
 /** Decides the answer to one attempt (it may take its time: the attempt waits for it). */
@@ -103,6 +105,12 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
         answered();
       } else {
         // "hang": leave the request open; the sender's timeout (or close()) ends it.
+        const abandoned = () => {
+          delivery.abandonedAt ??= performance.now();
+          changes.emit("change");
+        };
+        if (req.socket.destroyed) abandoned();
+        else req.socket.once("close", abandoned);
         changes.emit("change");
       }
     });

@@ -387,6 +387,8 @@ interface FailureKindsRun {
   redirectFollowed: number;
   closed: RetryObservation;
   timeout: RetryObservation;
+  /** The attempt that got no answer: when its trigger was sent, when it arrived, and when it was given up. */
+  unanswered: { triggeredAt: number; arrivedAt: number; givenUp?: { at: number; by: "closing its connection" | "its retry" } };
 }
 
 function failureKinds(ctx: ServerContext): Promise<FailureKindsRun> {
@@ -421,7 +423,15 @@ function failureKinds(ctx: ServerContext): Promise<FailureKindsRun> {
       // only if early counted from the trigger.
       ...(scaled ? { scaledRealMs: Math.max(timeoutSeconds * scaled * 1000, floorMs) + firstWait * scaled * 1000, startedAfter: triggeredAt } : {}),
     });
-    return { redirect: redirected, redirectFollowed: ctx.count("redirect-target"), closed: closedRetry, timeout };
+    // Given up by the time its connection closed or its retry came (a server may give up an attempt and
+    // close its connection later; an advance waits for attempts under way, D24).
+    const [first, retry] = ctx.receiver.at(hanging.endpoint);
+    const givenUp =
+      first?.abandonedAt !== undefined && (retry === undefined || first.abandonedAt <= retry.arrivedAt)
+        ? { at: first.abandonedAt, by: "closing its connection" as const }
+        : retry && { at: retry.arrivedAt, by: "its retry" as const };
+    const unanswered = { triggeredAt, arrivedAt: first!.arrivedAt, ...(givenUp ? { givenUp } : {}) };
+    return { redirect: redirected, redirectFollowed: ctx.count("redirect-target"), closed: closedRetry, timeout, unanswered };
   });
 }
 
@@ -1069,6 +1079,33 @@ export const serverChecks: ServerCheck[] = [
         record,
         title: "The retry after an attempt that got no answer (due the timeout plus the first wait after it began)",
       });
+    },
+  }),
+  defineCheck({
+    id: "unanswered-attempt-given-up-in-time",
+    section: "§6, D6, D24",
+    title:
+      "An attempt that gets no answer is not given up before its timeout (under a scaled clock the scaled timeout, at least 1 real second; under a virtual clock 0.5 real seconds), nor after 5 real seconds under a virtual clock.",
+    scenario: "one endpoint never answering its first attempt",
+    async run(ctx) {
+      const { unanswered } = await failureKinds(ctx);
+      const { triggeredAt, arrivedAt, givenUp } = unanswered;
+      const scaled = ctx.options.clock.kind === "scaled" ? ctx.options.clock.factor : undefined;
+      const bounds = ctx.conformance.virtualClock.unansweredAttemptRealSeconds;
+      const minMs =
+        scaled === undefined ? bounds.min * 1000 : Math.max(ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000, ctx.rules.attemptTimeoutSeconds * scaled * 1000);
+      // A scaled clock's late give-up shows as a late retry (timeout-counts-as-failure).
+      const maxMs = scaled === undefined ? bounds.max * 1000 : Infinity;
+      const expected = scaled === undefined ? `given up between ${minMs} and ${maxMs} ms (real) after the attempt began` : `given up no earlier than ${minMs} ms (real) after the attempt began`;
+      // The attempt began after its trigger was sent and before it arrived: early only if early counted
+      // from the trigger, late only if late counted from its arrival (timers and the event loop: 20 ms
+      // early, 500 ms late allowed).
+      expectThat(givenUp !== undefined, "the attempt that got no answer was never given up: neither its connection closed nor its retry came", expected, "neither");
+      const fromTrigger = givenUp.at - triggeredAt;
+      const fromArrival = givenUp.at - arrivedAt;
+      const actual = `given up (by ${givenUp.by}) ${Math.round(fromArrival)} ms after the attempt arrived, ${Math.round(fromTrigger)} ms after its trigger was sent`;
+      expectThat(fromTrigger >= minMs - 20, `an attempt that got no answer was given up before its timeout (D6, D24)`, expected, actual);
+      expectThat(fromArrival <= maxMs + 500, `an attempt that got no answer was held longer than ${maxMs / 1000} real seconds under a virtual clock (D24: virtualClock.unansweredAttemptRealSeconds)`, expected, actual);
     },
   }),
   defineCheck({

@@ -28,6 +28,7 @@ async function emptied(db: Db): Promise<Db> {
 
 export async function certifyReference(clock: ClockSetting, options: ReferenceOptions = {}, run: RunOptions = {}): Promise<SuiteReport> {
   const [client, second] = loadConfig().clients as [ClientConfig, ClientConfig];
+  const virtualAttemptTimeoutMs = options.variant?.virtualAttemptTimeoutMs ?? options.timing?.virtualAttemptTimeoutMs;
   return certifyServer(
     {
       baseUrl: "",
@@ -53,7 +54,7 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
           }),
           registration: options.variant?.registration,
           rules: options.variant?.rules,
-          ...(options.timing?.virtualAttemptTimeoutMs ? { virtualAttemptTimeoutMs: options.timing.virtualAttemptTimeoutMs } : {}),
+          ...(virtualAttemptTimeoutMs ? { virtualAttemptTimeoutMs } : {}),
           log: () => undefined,
         });
         return { url: server.url, stop: () => server.close() };

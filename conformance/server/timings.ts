@@ -31,7 +31,7 @@ export const referenceTimings: ReferenceTiming[] = [
   {
     id: "eager",
     clock: "virtual",
-    description: "an attempt due now is made, and its outcome recorded, before the trigger or request that caused it answers",
+    description: "an attempt due now is made, and its outcome recorded, before the trigger or request that caused it answers; an unanswered attempt is given up after 0.5 real seconds",
     timing: () => ({ queued: (makeDue) => makeDue() }),
     virtualAttemptTimeoutMs: 500,
   },
@@ -39,13 +39,13 @@ export const referenceTimings: ReferenceTiming[] = [
     id: "background",
     clock: "virtual",
     description:
-      "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered; each disable e-mail is copied to the platform's own mailbox by Bcc (D26)",
+      "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered; an unanswered attempt is given up after 5 real seconds; each disable e-mail is copied to the platform's own mailbox by Bcc (D26)",
     timing: () => ({
       queued(makeDue) {
         setTimeout(() => void makeDue().catch(() => undefined), Math.random() * 20);
       },
     }),
-    virtualAttemptTimeoutMs: 2000,
+    virtualAttemptTimeoutMs: 5000,
     // nodemailer takes `bcc` with the rest of the message; the reference's mail type has no such field.
     parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { bcc: "webhook-audit@partner-platform.example" })) }),
   },
