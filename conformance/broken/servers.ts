@@ -86,12 +86,14 @@ let fixedId: string | undefined;
 function expiringStatuses(statuses: string[]): PartsOverride {
   return () => ({
     async expireLeads(tx, now) {
-      const { rows } = await tx.query<{ id: string; business_id: string; created_at: string; expires_at: string }>(
-        `UPDATE leads SET status = 'expired' WHERE expires_at <= $1 AND status = ANY($2::text[])
-         RETURNING id, business_id, created_at, expires_at`,
+      const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
+        `UPDATE leads SET status = 'expired' FROM (
+           SELECT id, status FROM leads WHERE expires_at <= $1 AND status = ANY($2::text[]) FOR UPDATE) AS previous
+         WHERE leads.id = previous.id
+         RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`,
         [now, statuses],
       );
-      return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: "new", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+      return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: r.previous_status, createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
     },
   });
 }
@@ -295,6 +297,20 @@ export const brokenServers: BrokenServer[] = [
   { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
   { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },
   { id: "expires-declined-leads", parts: expiringStatuses(["new", "responded", "declined"]) },
+  {
+    // An idle timeout instead of a lifetime: each lead.updated moves the lead's expiry to 7 days after it.
+    id: "lead-expiry-from-last-update",
+    parts: (base, ctx) => ({
+      async queue(tx, events) {
+        const queued = await base.queue(tx, events);
+        for (const e of events.filter((e) => e.name === "lead.updated")) {
+          const { leadID } = (JSON.parse(e.body) as Envelope).data;
+          await tx.query("UPDATE leads SET expires_at = $1 WHERE id = $2", [e.at + ctx.rules.leadExpirySeconds * 1000, leadID]);
+        }
+        return queued;
+      },
+    }),
+  },
 
   // -- Registration --------------------------------------------------------------------------------
   {
