@@ -49,6 +49,8 @@ export interface DeliverOptions {
   dispatcher?: Dispatcher;
   /** A signature header to send instead of the right one (null: none), for testing receivers. */
   header?: string | null;
+  /** The signature header's name as written on the wire (names are case-insensitive); default the spec's, in lowercase. */
+  headerName?: string;
 }
 
 /**
@@ -81,7 +83,7 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
       body,
       headers: {
         "content-type": rules.contentType,
-        ...(options.header === null ? {} : { [rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
+        ...(options.header === null ? {} : { [options.headerName ?? rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
       },
       signal: AbortSignal.timeout(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000),
       ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
@@ -93,7 +95,8 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
     const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
     const code = e.cause?.code ?? e.code;
     const message = e.cause?.message ?? e.message;
-    const reason = e.name === "TimeoutError" ? "no answer within the attempt timeout" : code && !message.includes(code) ? `${message}, ${code}` : message;
+    const waited = options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000;
+    const reason = e.name === "TimeoutError" ? `no answer within ${waited / 1000} s` : code && !message.includes(code) ? `${message}, ${code}` : message;
     return { latencyMs: performance.now() - start, error: reason, ok: false };
   }
 }

@@ -13,14 +13,18 @@ export interface RawReceiver {
 const header = () => loadDeliveryRules().signatureHeader.toLowerCase();
 const hmac = (body: Buffer | string, secret: string) => createHmac("sha256", secret).update(body).digest("hex");
 
-/** A receiver that is correct but for `decide`, which may override the verdict on the raw body. */
+/**
+ * A receiver that is correct but for `decide`, which may override the verdict on the raw body, and for
+ * the body's size limit (default 1 MiB).
+ */
 function receiver(
   secret: string,
   decide: (body: Buffer, signature: string | undefined, correct: () => number) => number | Promise<number>,
+  limitBytes = 1024 * 1024,
 ): Handler {
   return (req, res) => {
     void (async () => {
-      const body = await readRawBody(req, 1024 * 1024);
+      const body = await readRawBody(req, limitBytes);
       if (body === "too-large") return void res.writeHead(413).end();
       const correct = () => {
         const result = verifyDelivery(body, req.headers, secret);
@@ -32,6 +36,8 @@ function receiver(
     })();
   };
 }
+
+const envelopeOf = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id?: string; timestamp?: string };
 
 /**
  * A hand-written HTTP/1.1 receiver that keeps its connections alive and acknowledges what `accepts`
@@ -103,8 +109,34 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "rejects-duplicates": (secret) => {
     const seen = new Set<string>();
     return receiver(secret, (body, _signature, correct) => {
-      const id = (JSON.parse(body.toString("utf8")) as { id?: string }).id ?? "";
+      const id = envelopeOf(body).id ?? "";
       if (seen.has(id)) return 409;
+      const status = correct();
+      if (status < 300) seen.add(id);
+      return status;
+    });
+  },
+  // A replay window: refuses events stamped more than 5 minutes ago, retries included.
+  "refuses-old-events": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      const status = correct();
+      return status < 300 && Date.now() - Date.parse(envelopeOf(body).timestamp ?? "") > 5 * 60_000 ? 401 : status;
+    }),
+  // Looks the header up by its exact lowercase name in the raw headers (a hand-written parser's habit).
+  "reads-lowercase-header-name-only": (secret) => (req, res) => {
+    const raw = req.rawHeaders;
+    const at = raw.findIndex((name, i) => i % 2 === 0 && name === header());
+    delete req.headers[header()];
+    if (at >= 0) req.headers[header()] = raw[at + 1];
+    receiver(secret, (_body, _signature, correct) => correct())(req, res);
+  },
+  "limits-body-to-16-kib": (secret) => receiver(secret, (_body, _signature, correct) => correct(), 16 * 1024),
+  // Acknowledges an id it has seen before verifying the signature (D2: verify first).
+  "deduplicates-before-verifying": (secret) => {
+    const seen = new Set<string>();
+    return receiver(secret, (body, _signature, correct) => {
+      const id = envelopeOf(body).id ?? "";
+      if (seen.has(id)) return 204;
       const status = correct();
       if (status < 300) seen.add(id);
       return status;

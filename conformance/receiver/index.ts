@@ -39,7 +39,7 @@ interface ReceiverContext {
    * cannot decide this one's verdict, or on `connection`, kept alive across deliveries as a server's are
    * (D52). A forgery is not timed: the service never sends one (D6 is its attempts' timeout).
    */
-  send(body: Buffer, header: string | null, how?: { forgery?: boolean; connection?: Dispatcher }): Promise<DeliveryOutcome>;
+  send(body: Buffer, header: string | null, how?: { forgery?: boolean; connection?: Dispatcher; headerName?: string }): Promise<DeliveryOutcome>;
   /** A connection to the receiver that stays open across deliveries until closed. */
   connection(): Dispatcher;
 }
@@ -111,19 +111,68 @@ function expectAnswers(outcomes: Record<string, DeliveryOutcome>): void {
   }
 }
 
+/**
+ * A forgery, after the authentic delivery of the same event (its id; the tampered body's original): a
+ * receiver verifies before anything else, deduplication included (D2), so that a forgery is refused
+ * whether or not its id was seen, and a verdict does not depend on which checks ran before.
+ */
+async function forged(ctx: ReceiverContext, v: SigningVector, header?: (right: string) => string): Promise<DeliveryOutcome> {
+  const original = v.id === "tampered-byte" ? vector("compact-envelope") : v;
+  const authentic = stamped(original.body);
+  await ctx.send(authentic, signPayload(authentic, ctx.options.secret));
+  const forgery = signedBodyFor(v, ctx.options.secret, vectors);
+  return ctx.send(forgery.body, header ? header(forgery.header!) : forgery.header, { forgery: true });
+}
+
+const acknowledgedForgery = (what: string) =>
+  `the receiver acknowledged a delivery it must refuse (${what}), sent after the authentic delivery of the same event: verify the signature before anything else, deduplication by id included (D2)`;
+
 function refusal(id: string, vectorId: string, section: string, title: string, scenario: string): Check<ReceiverContext> {
   return defineCheck({
     id,
     section,
     title,
-    scenario,
+    scenario: `${scenario}, after the same event correctly signed`,
     async run(ctx) {
-      const { body, header } = signedBodyFor(vector(vectorId), ctx.options.secret, vectors);
-      const outcome = await ctx.send(body, header, { forgery: true });
+      const outcome = await forged(ctx, vector(vectorId));
       expectAnswers({ [vectorId]: outcome });
-      expectThat(!ok(outcome), `the receiver acknowledged a delivery it must refuse (${vectorId})`, "a non-2xx status", shown(outcome));
+      expectThat(!ok(outcome), acknowledgedForgery(vectorId), "a non-2xx status", shown(outcome));
     },
   });
+}
+
+/**
+ * Refused authentic deliveries, with the likeliest cause: every one refused alike points at the secret or
+ * the header's lookup; some refused, at what differs between them.
+ */
+function expectAcknowledged(outcomes: Record<string, DeliveryOutcome>, someRefused: string): void {
+  expectAnswers(outcomes);
+  const refused = Object.entries(outcomes).filter(([, o]) => !ok(o));
+  const all = refused.length === Object.keys(outcomes).length && refused.length > 1;
+  expectEqual(
+    Object.fromEntries(refused.map(([k, o]) => [k, shown(o)])),
+    {},
+    all
+      ? "every authentic delivery was refused: is the secret the one given to the suite (--secret; its UTF-8 bytes, not base64-decoded), and is the header looked up by a case-insensitive name (the suite sends x-service-signature)?"
+      : someRefused,
+  );
+}
+
+/** The age of the oldest delivery a server makes: the sum of the retry waits and of the attempts' timeouts. */
+function oldestRetrySeconds(): number {
+  const rules = loadDeliveryRules();
+  return rules.retryWaitsSeconds.reduce((a, b) => a + b, 0) + rules.retryWaitsSeconds.length * rules.attemptTimeoutSeconds;
+}
+
+/** An authentic booking.cancelled whose body is exactly `bytes` long (its reason, which has no maximum, padded). */
+function eventOfSize(bytes: number): Buffer {
+  const envelope = buildEnvelope("booking.cancelled");
+  const data = envelope.data as Record<string, unknown>;
+  data.reason = "";
+  const rest = bytes - Buffer.byteLength(JSON.stringify(envelope));
+  // Three-byte characters, one UTF-16 unit each, then ASCII for the remainder.
+  data.reason = "€".repeat(Math.floor(rest / 3)) + "x".repeat(rest % 3);
+  return Buffer.from(JSON.stringify(envelope));
 }
 
 export const receiverChecks: Check<ReceiverContext>[] = [
@@ -138,9 +187,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
         const body = Buffer.from(JSON.stringify(buildEnvelope(event)));
         outcomes[event] = await ctx.send(body, signPayload(body, ctx.options.secret));
       }
-      expectAnswers(outcomes);
-      const failed = Object.entries(outcomes).filter(([, o]) => !ok(o));
-      expectEqual(Object.fromEntries(failed.map(([event, o]) => [event, shown(o)])), {}, "some correctly signed events were not acknowledged");
+      expectAcknowledged(outcomes, "some correctly signed events were not acknowledged: a receiver acknowledges every authentic delivery, also of an event it does not handle (D3)");
     },
   }),
   defineCheck({
@@ -155,13 +202,56 @@ export const receiverChecks: Check<ReceiverContext>[] = [
         outcomes[v.id] = await ctx.send(body, header);
       }
       // The hint fits only a receiver that answered and refused: a transport failure is reported as such.
-      expectAnswers(outcomes);
-      const refused = Object.entries(outcomes).filter(([, o]) => !ok(o));
-      expectEqual(
-        Object.fromEntries(refused.map(([id, o]) => [id, shown(o)])),
-        {},
+      expectAcknowledged(
+        outcomes,
         "valid deliveries were refused: each was signed over its exact bytes and stamped now, and a receiver acknowledges every authentic delivery, whatever its event or business (D3, D8): is the signature checked on re-serialized JSON?",
       );
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-old-event",
+    section: "§6, D3",
+    title: "An authentic event stamped as long ago as a last retry comes (over 26 hours) is acknowledged: an old event may be dropped, never refused.",
+    scenario: "delivers a correctly signed event whose envelope timestamp is the retry schedule's total plus an hour old",
+    async run(ctx) {
+      const ageSeconds = oldestRetrySeconds() + 3600;
+      // An event of its own: a receiver may acknowledge an id it has seen without looking further.
+      const body = Buffer.from(JSON.stringify(buildEnvelope("booking.confirmed", { now: Date.now() - ageSeconds * 1000 })));
+      const outcome = await ctx.send(body, signPayload(body, ctx.options.secret));
+      expectAnswers({ old: outcome });
+      expectThat(
+        ok(outcome),
+        `an authentic event ${Math.round(ageSeconds / 3600)} hours old was refused: a refusal is a failed attempt, retried with the same timestamp, and five in a row disable the webhook; acknowledge (2xx) an event older than you care for, and drop it (D3)`,
+        "a 2xx status",
+        shown(outcome),
+      );
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-signature-header-in-any-case",
+    section: "§5.3, D2",
+    title: "The signature header is found whatever the case of its name (HTTP header names are case-insensitive): X-Service-Signature, x-service-signature and X-SERVICE-SIGNATURE.",
+    scenario: "delivers three correctly signed events, the header's name spelled as the source writes it, in uppercase, and in lowercase",
+    async run(ctx) {
+      const name = loadDeliveryRules().signatureHeader;
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const spelling of [name, name.toUpperCase(), name.toLowerCase()]) {
+        const body = Buffer.from(JSON.stringify(buildEnvelope("review.created")));
+        outcomes[spelling] = await ctx.send(body, signPayload(body, ctx.options.secret), { headerName: spelling });
+      }
+      expectAcknowledged(outcomes, "a correctly signed delivery was refused for the case of its header's name: look the header up case-insensitively (RFC 9110 §5.1), as every HTTP framework's header API does");
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-64-kib-event",
+    section: "§6, D18",
+    title: "An authentic delivery of 64 KiB, the most a delivery can be (D18), is acknowledged.",
+    scenario: "delivers a correctly signed booking.cancelled whose reason makes its body 65,536 bytes",
+    async run(ctx) {
+      const body = eventOfSize(64 * 1024);
+      const outcome = await ctx.send(body, signPayload(body, ctx.options.secret));
+      expectAnswers({ "64 KiB": outcome });
+      expectThat(ok(outcome), "a correctly signed delivery of 64 KiB was refused: accept bodies up to 64 KiB (D18)", "a 2xx status", shown(outcome));
     },
   }),
   refusal("rejects-missing-signature", "missing-header", "§5.3", "A delivery without X-Service-Signature is refused.", "delivers a valid event without the signature header"),
@@ -182,11 +272,9 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "rejects-altered-signature",
     section: "§5.3, D2",
     title: "A signature that differs from the right one only in its last digit is refused (all of it is compared).",
-    scenario: "delivers a valid event with the last hex digit of its signature changed",
+    scenario: "delivers a valid event with the last hex digit of its signature changed, after the same event correctly signed",
     async run(ctx) {
-      const { body, header } = signedBodyFor(vector("compact-envelope"), ctx.options.secret, vectors);
-      const altered = `${header!.slice(0, -1)}${header!.endsWith("0") ? "1" : "0"}`;
-      const outcome = await ctx.send(body, altered, { forgery: true });
+      const outcome = await forged(ctx, vector("compact-envelope"), (right) => `${right.slice(0, -1)}${right.endsWith("0") ? "1" : "0"}`);
       expectAnswers({ altered: outcome });
       expectThat(!ok(outcome), "the receiver acknowledged a signature whose last digit is wrong: is only part of it compared?", "a non-2xx status", shown(outcome));
     },
@@ -309,11 +397,11 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     timeoutMs,
     latencies,
     connection: () => connectionTo(options.url, trust),
-    async send(body, header, { forgery = false, connection } = {}) {
+    async send(body, header, { forgery = false, connection, headerName } = {}) {
       const dispatcher = connection ?? ctx.connection();
       try {
         // Wait twice the timeout, so that a slow answer fails only the timeout check.
-        const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header });
+        const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header, ...(headerName ? { headerName } : {}) });
         if (!forgery) latencies.push(outcome.latencyMs);
         return outcome;
       } finally {

@@ -256,7 +256,7 @@ describe("certify: the implementation is checked before the checks", () => {
       expect(receiver.deliveries).toHaveLength(0);
       const trusted = await certifyReceiver({ url, secret: "s", tls: { ca: receiver.pki.caCert } }, { only: ["rejects-missing-signature"] });
       expect(trusted.results.find((r) => r.id === "rejects-missing-signature")?.status).toBe("failed"); // the harness receiver acknowledges anything
-      expect(receiver.deliveries).toHaveLength(1);
+      expect(receiver.deliveries).toHaveLength(2); // the event correctly signed, then the forgery
     } finally {
       await receiver.close();
     }

@@ -89,7 +89,7 @@ describe("deliver over HTTP", () => {
   it("gives up at the attempt timeout when no answer comes", async () => {
     answer = () => undefined; // never answers
     const outcome = await deliver(url, Buffer.from("{}"), { secret, timeoutMs: 200 });
-    expect(outcome).toMatchObject({ ok: false, error: "no answer within the attempt timeout" });
+    expect(outcome).toMatchObject({ ok: false, error: "no answer within 0.2 s" });
     expect(outcome.status).toBeUndefined();
   });
 
