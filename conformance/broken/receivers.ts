@@ -4,6 +4,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules } from "@partner-platform/sdk";
+import { reserializations } from "../receiver/index.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 /** A receiver that speaks HTTP/1.1 by hand on each connection (a node:http server always reads a body it was not asked for). */
@@ -104,6 +105,17 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
       return given.length === right.length && timingSafeEqual(given, right) ? 204 : 401;
     }),
   "strips-sha256-prefix": (secret) => receiver(secret, (body, signature) => (signature?.replace(/^sha256=/, "") === hmac(body, secret) ? 204 : 401)),
+  // Reads the first 64 characters of the header and compares those (a fixed-size buffer's habit).
+  "compares-first-64-characters": (secret) => receiver(secret, (body, signature) => (signature?.slice(0, 64) === hmac(body, secret) ? 204 : 401)),
+  // Takes the header as a comma-separated list, as some providers send several signatures.
+  "accepts-any-listed-signature": (secret) =>
+    receiver(secret, (body, signature) => ((signature ?? "").split(",").some((s) => s.trim() === hmac(body, secret)) ? 204 : 401)),
+  // Falls back to the signature of Python's json.dumps form of the parsed body when the raw bytes' does not match.
+  "verifies-raw-or-python-dumps": (secret) =>
+    receiver(secret, (body, signature, correct) => {
+      const dumps = reserializations["spaced (Python's json.dumps)"]!;
+      return signature === hmac(dumps(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct();
+    }),
   "compares-first-half": (secret) =>
     receiver(secret, (body, signature) => (signature?.length === 64 && signature.slice(0, 32) === hmac(body, secret).slice(0, 32) ? 204 : 401)),
   "rejects-duplicates": (secret) => {

@@ -45,7 +45,6 @@ interface ReceiverContext {
 }
 
 const otherSecret = "whsec-certification-other-secret";
-const reserialize = (body: Buffer) => Buffer.from(JSON.stringify(JSON.parse(body.toString("utf8"))));
 
 /**
  * The body with its envelope's timestamp made `now`, in the same form, every other byte as the vector
@@ -66,9 +65,13 @@ function headerFor(id: string, body: Buffer, secret: string): string | null {
     case "wrong-secret":
       return signPayload(body, otherSecret);
     case "reserialized-body-signature":
-      return signPayload(reserialize(body), secret);
+      return signPayload(Buffer.from(reserializations.compact!(JSON.parse(body.toString("utf8")))), secret);
     case "truncated-header":
       return good.slice(0, 63);
+    case "extended-header":
+      return `${good}0`;
+    case "signature-list":
+      return `${signPayload(body, otherSecret)},${good}`;
     case "uppercase-hex":
       return good.toUpperCase();
     case "sha256-prefixed":
@@ -116,16 +119,38 @@ function expectAnswers(outcomes: Record<string, DeliveryOutcome>): void {
  * receiver verifies before anything else, deduplication included (D2), so that a forgery is refused
  * whether or not its id was seen, and a verdict does not depend on which checks ran before.
  */
-async function forged(ctx: ReceiverContext, v: SigningVector, header?: (right: string) => string): Promise<DeliveryOutcome> {
+async function forged(ctx: ReceiverContext, v: SigningVector, header?: (right: string, body: Buffer) => string): Promise<DeliveryOutcome> {
   const original = v.id === "tampered-byte" ? vector("compact-envelope") : v;
   const authentic = stamped(original.body);
   await ctx.send(authentic, signPayload(authentic, ctx.options.secret));
   const forgery = signedBodyFor(v, ctx.options.secret, vectors);
-  return ctx.send(forgery.body, header ? header(forgery.header!) : forgery.header, { forgery: true });
+  return ctx.send(forgery.body, header ? header(forgery.header!, forgery.body) : forgery.header, { forgery: true });
 }
 
-const acknowledgedForgery = (what: string) =>
-  `the receiver acknowledged a delivery it must refuse (${what}), sent after the authentic delivery of the same event: verify the signature before anything else, deduplication by id included (D2)`;
+/**
+ * JSON written again from the parsed body, as common libraries write it (strings and key order kept,
+ * ASCII bodies only): compact (JSON.stringify, PHP's json_encode, Ruby's JSON.generate), with its keys
+ * sorted (Go's encoding/json for a map), and spaced (Python's json.dumps).
+ */
+export const reserializations: Record<string, (value: unknown) => string> = {
+  compact: (value) => JSON.stringify(value),
+  "sorted keys": function sorted(value): string {
+    if (Array.isArray(value)) return `[${value.map(sorted).join(",")}]`;
+    if (value === null || typeof value !== "object") return JSON.stringify(value);
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${sorted(v)}`).join(",")}}`;
+  },
+  "spaced (Python's json.dumps)": function spaced(value): string {
+    if (Array.isArray(value)) return `[${value.map(spaced).join(", ")}]`;
+    if (value === null || typeof value !== "object") return JSON.stringify(value);
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}: ${spaced(v)}`)
+      .join(", ")}}`;
+  },
+};
+
+const acknowledgedForgery = (v: SigningVector) =>
+  `the receiver acknowledged a delivery it must refuse (${v.id}: ${v.description}); it came right after the same event correctly signed, so deduplicating by id before verifying also acknowledges it (D2: verify first)`;
 
 function refusal(id: string, vectorId: string, section: string, title: string, scenario: string): Check<ReceiverContext> {
   return defineCheck({
@@ -136,7 +161,7 @@ function refusal(id: string, vectorId: string, section: string, title: string, s
     async run(ctx) {
       const outcome = await forged(ctx, vector(vectorId));
       expectAnswers({ [vectorId]: outcome });
-      expectThat(!ok(outcome), acknowledgedForgery(vectorId), "a non-2xx status", shown(outcome));
+      expectThat(!ok(outcome), acknowledgedForgery(vector(vectorId)), "a non-2xx status", shown(outcome));
     },
   });
 }
@@ -267,6 +292,20 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     "The right signature in uppercase hex is refused (the header is lowercase hex).",
     "delivers a valid event with its signature in uppercase",
   ),
+  refusal(
+    "rejects-extended-signature",
+    "extended-header",
+    "§5.3, D2",
+    "The right signature followed by one more hex digit is refused (all of the header is compared, not its first 64 characters).",
+    "delivers a valid event with a digit added after its signature",
+  ),
+  refusal(
+    "rejects-signature-list",
+    "signature-list",
+    "§5.3, D2",
+    "A comma-separated list of signatures, the right one among them, is refused (the header holds one signature).",
+    "delivers a valid event with another secret's signature, a comma and the right signature in its header",
+  ),
   refusal("rejects-prefixed-signature", "sha256-prefixed", "§5.3, D2", "The right signature behind a sha256= prefix is refused.", "delivers a valid event with sha256= before its signature"),
   defineCheck({
     id: "rejects-altered-signature",
@@ -279,13 +318,28 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       expectThat(!ok(outcome), "the receiver acknowledged a signature whose last digit is wrong: is only part of it compared?", "a non-2xx status", shown(outcome));
     },
   }),
-  refusal(
-    "rejects-reserialized-body-signature",
-    "reserialized-body-signature",
-    "§5.3, D2",
-    "The signature of the re-serialized body, not of the bytes sent, is refused.",
-    "delivers a pretty-printed body with the signature of its JSON.stringify form",
-  ),
+  defineCheck({
+    id: "rejects-reserialized-body-signature",
+    section: "§5.3, D2",
+    title: "The signature of the re-serialized body, not of the bytes sent, is refused, in each common form of re-serialized JSON.",
+    scenario:
+      "delivers a pretty-printed body with the signature of its compact form (JSON.stringify, PHP, Ruby), of its keys sorted (Go), and of Python's json.dumps form, each after the same event correctly signed",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [form, write] of Object.entries(reserializations)) {
+        outcomes[form] = await forged(ctx, vector("reserialized-body-signature"), (_right, body) =>
+          signPayload(Buffer.from(write(JSON.parse(body.toString("utf8")))), ctx.options.secret),
+        );
+      }
+      expectAnswers(outcomes);
+      const acknowledged = Object.entries(outcomes).filter(([, o]) => ok(o));
+      expectEqual(
+        Object.fromEntries(acknowledged.map(([form, o]) => [form, shown(o)])),
+        {},
+        "the receiver acknowledged the signature of a re-serialization of the body, not of its bytes: verify the raw bytes only, with no fallback to re-serialized JSON (D2)",
+      );
+    },
+  }),
   defineCheck({
     id: "acknowledges-duplicate-delivery",
     section: "§6, D4",
