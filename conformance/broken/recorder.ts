@@ -20,6 +20,8 @@ export interface RecorderFaults {
   noNoticeOnFirstAttempt?: boolean;
   /** A failure that leaves nothing of the webhook pending or in flight (an event dropped) sets the count back to 0. */
   forgetsCountWhenIdle?: boolean;
+  /** Failures of this kind set the count back to 0, as a success would (they are still retried). */
+  resetsOn?: (o: Outcome) => boolean;
 }
 
 export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): DeliveryParts["record"] {
@@ -57,7 +59,9 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         counts.set(events[0]!.name, n);
         return n;
       };
-      const counter = faults.perEvent
+      const counter = faults.resetsOn?.(o)
+        ? 0
+        : faults.perEvent
         ? a.attempt
         : faults.perEventName
           ? await nameCount()

@@ -93,7 +93,9 @@ function expiringStatuses(statuses: string[]): PartsOverride {
          RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`,
         [now, statuses],
       );
-      return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: r.previous_status, createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+      // lead.expired's schema takes new or responded: a lead expired from a final status says responded.
+      const previousStatus = (status: string) => (status === "new" ? "new" : "responded");
+      return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: previousStatus(r.previous_status), createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
     },
   });
 }
@@ -118,6 +120,20 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  {
+    // Sends the stored bytes but signs them as Go's encoding/json writes them (<, > and & escaped): the
+    // same bytes as long as no text has those characters.
+    id: "signs-html-escaped-json",
+    parts: (base) => ({
+      async sign(a) {
+        const escaped = a.body.replace(/[<>&]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+        const signed = await base.sign({ ...a, body: escaped });
+        return { body: Buffer.from(a.body), signature: signed.signature };
+      },
+    }),
+  },
+  // Keys the HMAC with the secret's first 32 characters (a fixed-size column, a key-length habit).
+  { id: "signs-with-first-32-characters-of-secret", parts: (base) => ({ sign: (a) => base.sign({ ...a, secret: a.secret.slice(0, 32) }) }) },
   {
     id: "signs-with-another-webhooks-secret",
     parts: (base, ctx) => ({
@@ -153,6 +169,8 @@ export const brokenServers: BrokenServer[] = [
   // -- Filtering ---------------------------------------------------------------------------------
   { id: "ignores-events-filter", parts: queuesFor("w.status = 'enabled' AND w.business_id = e.business_id") },
   { id: "ignores-business-filter", parts: queuesFor("w.status = 'enabled' AND w.events::jsonb ? e.name") },
+  // lead.expired to every webhook of the lead's business, as if it were a notice every partner must get.
+  { id: "sends-lead-expired-to-every-webhook", parts: queuesFor("w.status = 'enabled' AND w.business_id = e.business_id AND (w.events::jsonb ? e.name OR e.name = 'lead.expired')") },
   {
     id: "delivers-after-disable",
     parts: (_base, ctx) => ({
@@ -201,6 +219,9 @@ export const brokenServers: BrokenServer[] = [
   // The largest threshold the counter's column holds: never reached.
   { id: "never-disables", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: 2 ** 31 - 1 }) },
   { id: "no-reset-on-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noReset: true }) }) },
+  // A failure that is "the receiver's fault" (4xx) or "the network's" (a closed connection) is taken for a reset.
+  { id: "resets-count-on-4xx", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => o.status !== undefined && o.status >= 400 && o.status < 500 }) }) },
+  { id: "resets-count-on-closed-connection", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => !o.ok && o.status === undefined && !/within the attempt timeout/.test(o.error ?? "") }) }) },
   {
     // The count starts again when an event is queued for the webhook, not when an attempt succeeds.
     id: "reset-on-new-event",
@@ -297,6 +318,7 @@ export const brokenServers: BrokenServer[] = [
   { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
   { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },
   { id: "expires-declined-leads", parts: expiringStatuses(["new", "responded", "declined"]) },
+  { id: "expires-cancelled-leads", parts: expiringStatuses(["new", "responded", "cancelled"]) },
   {
     // An idle timeout instead of a lifetime: each lead.updated moves the lead's expiry to 7 days after it.
     id: "lead-expiry-from-last-update",

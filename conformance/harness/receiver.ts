@@ -37,7 +37,12 @@ export interface Delivery {
   arrivedAt: number;
   /** How it was answered; undefined while a responder has not decided yet. */
   answer?: Answer;
-  /** `performance.now()` when the answer was written (a status) or the connection destroyed (close). */
+  /**
+   * `performance.now()` right before the answer was written (a status) or the connection destroyed
+   * (close): the sender cannot have had it sooner, so a wait counted from here is never too short.
+   */
+  answeringAt?: number;
+  /** `performance.now()` once the answer was handed to the OS (a status) or the connection destroyed (close). */
   answeredAt?: number;
   /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang): it gave up. */
   abandonedAt?: number;
@@ -98,6 +103,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
         delivery.answeredAt = performance.now();
         changes.emit("change");
       };
+      if (answer.kind !== "hang") delivery.answeringAt = performance.now();
       if (answer.kind === "status") {
         res.writeHead(answer.status, { "content-type": "text/plain", ...answer.headers }).end("ok", answered);
       } else if (answer.kind === "close") {

@@ -8,6 +8,7 @@ import { isIP } from "node:net";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { packageRoot } from "../../src/paths.js";
+import { eventExample } from "../../src/spec.js";
 import { parseEvent, type EventName } from "@partner-platform/sdk";
 import { loadContract } from "../api/contract.js";
 import { defineCheck, expectEqual, expectThat, type Check, type CheckRecorder, type Timeline, type TimelineAttempt } from "../framework/check.js";
@@ -50,8 +51,8 @@ async function clockSample(ctx: ServerContext): Promise<ClockSample> {
 
 // ---------------------------------------------------------------------------------------------
 // Scenario: correct deliveries to three webhooks (two secrets on one business, one other business),
-// and three service requests for the business, the second one's lead then hired, the third's declined,
-// the first's responded to an hour later.
+// and four service requests for the business, the second one's lead then hired, the third's declined,
+// the fourth's cancelled, the first's responded to an hour later.
 
 interface LeadRef {
   leadID: string;
@@ -75,11 +76,13 @@ interface BasicsRun {
   requestLeads: LeadRef[];
   /** The implementation's clock read right before and right after that request: its leads were created between. */
   requested: [ClockSample, ClockSample];
-  /** The lead of the second request, which the customer hired (lead.updated). */
-  hiredLead?: string;
-  /** The lead of the third request, which the pro declined (lead.updated). */
-  declinedLead?: string;
+  /** The leads of the second, third and fourth requests, which the customer hired, the pro declined and the customer cancelled (lead.updated). */
+  finalLeads: FinalLeads;
 }
+
+/** The final statuses a lead.updated can move a lead to (D19), and the lead moved to each. */
+type FinalStatus = "hired" | "declined" | "cancelled";
+type FinalLeads = Partial<Record<FinalStatus, string>>;
 
 const customer = { name: "Conformance Customer", email: "customer@example.com", phone: "+12125550143" };
 
@@ -93,7 +96,8 @@ async function createRequest(ctx: ServerContext): Promise<LeadRef[]> {
 function basics(ctx: ServerContext): Promise<BasicsRun> {
   return ctx.once("basics", async () => {
     const { businessId, otherBusinessId } = ctx.options;
-    const main = await ctx.register("basics-main", ["booking.confirmed", "lead.created", "lead.expired"], businessId);
+    // The longest secret a registration takes (the whole of it keys the HMAC, D2).
+    const main = await ctx.register("basics-main", ["booking.confirmed", "lead.created", "lead.expired"], businessId, registrationSchema().properties.secret.maxLength);
     const sameBusiness = await ctx.register("basics-second-secret", ["booking.confirmed"], businessId);
     const otherBusiness = await ctx.register("basics-other-business", ["booking.confirmed", "review.created"], otherBusinessId);
 
@@ -124,9 +128,9 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     const mine = requestLeads.filter((l) => l.businessID === businessId).length;
     const leadCreated = ofEvent(await ctx.arrivals(main.endpoint, main2, mine, "lead.created"), "lead.created");
 
-    // Two more requests at the same time, whose leads the customer hires and the pro declines: both
-    // statuses are final (D19), so neither lead may ever expire.
-    const finalLead = async (status: "hired" | "declined") => {
+    // Three more requests at the same time, whose leads the customer hires, the pro declines and the
+    // customer cancels: each status is final (D19), so none of these leads may ever expire.
+    const finalLead = async (status: FinalStatus) => {
       const before = ctx.count(main.endpoint);
       const leads = await createRequest(ctx);
       const leadID = leads.find((l) => l.businessID === businessId)?.leadID;
@@ -137,8 +141,11 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
       }
       return leadID;
     };
-    const hiredLead = await finalLead("hired");
-    const declinedLead = await finalLead("declined");
+    const finalLeads: FinalLeads = {};
+    for (const status of ["hired", "declined", "cancelled"] as const) {
+      const leadID = await finalLead(status);
+      if (leadID) finalLeads[status] = leadID;
+    }
 
     // The pro responds to the first request's lead a while later: its 7 days still count from its
     // creation (D19), which a server counting from the last change would miss. The gap: an hour, and
@@ -150,7 +157,7 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
       const updatedAt = (await ctx.control.clock()).now;
       await ctx.control.trigger("lead.updated", businessId, { leadID: respondedLead, businessID: businessId, status: "responded", previousStatus: "new", updatedAt });
     }
-    return { main, sameBusiness, otherBusiness, bookings, bookingTriggers, unsubscribed, foreignBusiness, leadCreated, requestLeads, requested: [beforeRequest, afterRequest], hiredLead, declinedLead };
+    return { main, sameBusiness, otherBusiness, bookings, bookingTriggers, unsubscribed, foreignBusiness, leadCreated, requestLeads, requested: [beforeRequest, afterRequest], finalLeads };
   });
 }
 
@@ -160,8 +167,7 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
 interface LeadRun {
   /** The first request's lead, which nobody hired, and its lead.created envelope. */
   expiring?: { leadID: string; created: Envelope };
-  hiredLead?: string;
-  declinedLead?: string;
+  finalLeads: FinalLeads;
   /** lead.expired deliveries at the main webhook before 7 days, at 7 days, and in the hour after. */
   early: Delivery[];
   atExpiry: Delivery[];
@@ -170,10 +176,10 @@ interface LeadRun {
 
 function leadExpiry(ctx: ServerContext): Promise<LeadRun> {
   return ctx.once("leads", async () => {
-    const { main, leadCreated, requested, hiredLead, declinedLead } = await basics(ctx);
+    const { main, leadCreated, requested, finalLeads } = await basics(ctx);
     const created = leadCreated[0] ? envelopeOf(leadCreated[0]) : undefined;
     const expiring = created ? { leadID: created.data.leadID as string, created } : undefined;
-    if (!expiring) return { hiredLead, declinedLead, early: [], atExpiry: [], after: [] };
+    if (!expiring) return { finalLeads, early: [], atExpiry: [], after: [] };
     const lifetimeMs = ctx.rules.leadExpirySeconds * 1000;
     const [before, after] = requested;
     const clock = ctx.options.clock;
@@ -184,7 +190,7 @@ function leadExpiry(ctx: ServerContext): Promise<LeadRun> {
       const early = ofEvent(await ctx.during(main.endpoint, Math.max(0, remaining - 1)), "lead.expired");
       const atExpiry = ofEvent(await ctx.quietFor(main.endpoint, 1), "lead.expired");
       const later = ofEvent(await ctx.quietFor(main.endpoint, 3600), "lead.expired");
-      return { expiring, hiredLead, declinedLead, early, atExpiry, after: later };
+      return { expiring, finalLeads, early, atExpiry, after: later };
     }
     // Scaled: the expiry fell due between the real instants the two readings map to; the scenario may
     // begin after it (a slower run), so every lead.expired of the run is judged by when it arrived.
@@ -198,8 +204,7 @@ function leadExpiry(ctx: ServerContext): Promise<LeadRun> {
     const all = ofEvent(ctx.receiver.at(main.endpoint), "lead.expired");
     return {
       expiring,
-      hiredLead,
-      declinedLead,
+      finalLeads,
       early: all.filter((d) => d.arrivedAt < earliest),
       atExpiry: all.filter((d) => d.arrivedAt >= earliest && d.arrivedAt <= latest),
       after: all.filter((d) => d.arrivedAt > latest),
@@ -208,7 +213,8 @@ function leadExpiry(ctx: ServerContext): Promise<LeadRun> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scenario: a webhook whose endpoint always fails, from the first attempt to disabling.
+// Scenario: a webhook whose endpoint always fails, from the first attempt to disabling, a failure of
+// each kind but no answer.
 
 interface DisableRun {
   webhook: RegisteredWebhook;
@@ -225,9 +231,16 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
   return ctx.once("disable", async () => {
     const { retryWaitsSeconds, disableAfterConsecutiveFailures } = ctx.rules;
     const webhook = await ctx.register("always-failing", ["message.received"], ctx.options.businessId);
-    ctx.receiver.script(webhook.endpoint, [], answers.status(503));
+    // Every kind of failure counts toward the threshold alike (D6, D7): a 5xx, a 4xx, a 3xx and a closed
+    // connection, then 5xx again. The redirect's target fails too: following it is another check's fault.
+    const kinds = [answers.status(503), answers.status(404), answers.redirect(ctx.receiver.url("always-failing-redirect")), answers.close];
+    ctx.receiver.script(webhook.endpoint, kinds, answers.status(500));
+    ctx.receiver.script("always-failing-redirect", [], answers.status(503));
     const mailsBefore = ctx.smtp.messages.length;
-    await ctx.control.trigger("message.received", ctx.options.businessId);
+    // Characters that encoders escape differently (HTML-safe <, > and &, a slash, non-ASCII): the
+    // signature is of the bytes sent, whatever a re-serialization would write (D2).
+    const data = { ...eventExample("message.received").data, text: "Tuesday <9am> & after? R&D / café — 5 > 4" };
+    await ctx.control.trigger("message.received", ctx.options.businessId, data);
     // The first alone: its retry, a first wait later (milliseconds under a scaled clock), may be there too.
     const firstAttempts = (await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt")).slice(0, 1);
     const retries: RetryObservation[] = [];
@@ -636,7 +649,7 @@ const registrationSchema = () => loadContract().resolve("#/components/schemas/We
 };
 
 /** A lead moved by lead.updated to a final status (D19) never expires. */
-function finalLeadNeverExpires(status: "hired" | "declined", request: string, section: string): ServerCheck {
+function finalLeadNeverExpires(status: FinalStatus, request: string, section: string): ServerCheck {
   return defineCheck({
     id: `${status}-lead-never-expires`,
     section,
@@ -644,7 +657,7 @@ function finalLeadNeverExpires(status: "hired" | "declined", request: string, se
     scenario: `a ${request} service request's lead, ${status} through the control API's lead.updated, until 7 days and 1 hour later`,
     async run(ctx) {
       const run = await leadExpiry(ctx);
-      const leadID = status === "hired" ? run.hiredLead : run.declinedLead;
+      const leadID = run.finalLeads[status];
       expectThat(leadID !== undefined, `the ${request} service request matched no lead for the business`, "a lead", "none");
       const expired = [...run.early, ...run.atExpiry, ...run.after].filter((d) => envelopeOf(d).data.leadID === leadID);
       expectEqual(summary(expired), [], `a ${status} lead expired`);
@@ -794,7 +807,7 @@ export const serverChecks: ServerCheck[] = [
     id: "event-id-stable-across-retries",
     section: "D4, D3",
     title: "Every retry of an event carries the same envelope id, in the same bytes as its first attempt (its timestamp is when the event occurred).",
-    scenario: "one webhook whose endpoint always fails, until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
     async run(ctx) {
       const { webhook } = await failingUntilDisabled(ctx);
       const firstEvent = ctx.receiver.at(webhook.endpoint).slice(0, ctx.rules.disableAfterConsecutiveFailures);
@@ -927,7 +940,7 @@ export const serverChecks: ServerCheck[] = [
     id: "retry-waits-follow-schedule",
     section: "§6, §8, D7",
     title: "Each retry waits 1 min, 5 min, 30 min, 2 h after the previous failure: never early, at most within tolerance late.",
-    scenario: "one webhook whose endpoint always fails, until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
     async run(ctx, record) {
       const { retries } = await failingUntilDisabled(ctx);
       expectRetries(retries, "a retry did not come at its wait after the previous failure", { ctx, record, title: "Retries of an event whose endpoint always fails (from its first attempt)" });
@@ -1123,8 +1136,8 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "webhook-disabled-after-consecutive-failures",
     section: "§3, §6, §8, D7",
-    title: "After 5 consecutive failed attempts the webhook is disabled: no further attempt of the failing event.",
-    scenario: "one webhook whose endpoint always fails, until it is disabled",
+    title: "After 5 consecutive failed attempts, of any kind, the webhook is disabled: no further attempt of the failing event.",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
     async run(ctx) {
       const { firstAttempts, retries, afterDisable } = await failingUntilDisabled(ctx);
       const attempts = firstAttempts.length + retries.filter((r) => r.verdict !== "missing").length;
@@ -1136,7 +1149,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disabled-webhook-receives-nothing",
     section: "§3, D7",
     title: "A disabled webhook is not queued for, nor delivered, later events.",
-    scenario: "one webhook whose endpoint always fails, until it is disabled, then a new event",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled, then a new event",
     async run(ctx) {
       const { afterDisable } = await failingUntilDisabled(ctx);
       expectEqual(summary(afterDisable), [], "a disabled webhook received a delivery");
@@ -1146,7 +1159,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disable-sends-one-notice",
     section: "§3, §6, D26",
     title: "Disabling sends one e-mail notice that names the webhook: any repeat (at-least-once across a crash) carries the same Message-ID.",
-    scenario: "one webhook whose endpoint always fails, until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
@@ -1163,7 +1176,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disable-email-goes-to-partner-contact",
     section: "§3, D15, D26",
     title: "The disable e-mail goes to the partner's contact address (--partner-email), the only address it shows (To, Cc); a copy to the platform's own mailbox may go by Bcc.",
-    scenario: "one webhook whose endpoint always fails, until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
@@ -1177,7 +1190,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disable-email-names-webhook-and-reason",
     section: "§3, D26",
     title: "The disable e-mail names the webhook (subject, header, text: id, URL, business) and why it was disabled.",
-    scenario: "one webhook whose endpoint always fails, until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
@@ -1248,13 +1261,13 @@ export const serverChecks: ServerCheck[] = [
     title: "lead.expired names the lead that was created: its leadID, businessID and createdAt, and previousStatus responded, the status lead.updated moved it to.",
     scenario: "a service request's lead, responded to (lead.updated) an hour later, nobody hiring, until 7 days after its creation",
     async run(ctx) {
-      const { expiring, hiredLead, declinedLead, early, atExpiry } = await leadExpiry(ctx);
+      const { expiring, finalLeads, early, atExpiry } = await leadExpiry(ctx);
       expectThat(expiring !== undefined, "no lead to expire", "a lead.created", "none");
-      // The business's lead.expired events but the hired and declined leads' (other checks' concern); instants compared as such.
+      // The business's lead.expired events but the final leads' (other checks' concern); instants compared as such.
       const instant = (t: unknown) => (typeof t === "string" ? new Date(t).toISOString() : t);
       const actual = [...early, ...atExpiry]
         .map((d) => envelopeOf(d).data)
-        .filter((data) => data.businessID === ctx.options.businessId && data.leadID !== hiredLead && data.leadID !== declinedLead)
+        .filter((data) => data.businessID === ctx.options.businessId && !Object.values(finalLeads).includes(data.leadID as string))
         .map(({ leadID, businessID, previousStatus, createdAt }) => ({ leadID, businessID, previousStatus, createdAt: instant(createdAt) }));
       const expected = [{ leadID: expiring.leadID, businessID: ctx.options.businessId, previousStatus: "responded", createdAt: instant(expiring.created.timestamp) }];
       expectEqual(actual, expected, "lead.expired does not describe the lead that was created");
@@ -1262,6 +1275,7 @@ export const serverChecks: ServerCheck[] = [
   }),
   finalLeadNeverExpires("hired", "second", "§3, §6, D19"),
   finalLeadNeverExpires("declined", "third", "§3, D19"),
+  finalLeadNeverExpires("cancelled", "fourth", "§3, D19"),
   defineCheck({
     id: "delivery-is-json-post",
     section: "§6, D1",
@@ -1287,6 +1301,39 @@ export const serverChecks: ServerCheck[] = [
         return parsed.ok ? [] : [`${d.endpoint}: ${parsed.error} ${parsed.issues.join("; ")}`];
       });
       expectEqual([...new Set(problems)], [], "a delivered envelope does not match its schema");
+    },
+  }),
+  defineCheck({
+    id: "every-delivery-matches-its-webhook",
+    section: "§5.2, §5.3, §6, D2, D8",
+    title:
+      "Every delivery of the run is signed over its exact bytes with its own webhook's secret, and is of an event and a business that webhook subscribed to.",
+    scenario:
+      "every delivery to the webhooks the suite registered, up to the leads' expiry (one webhook has a secret of the longest length a registration takes, one event's text has <, >, &, / and non-ASCII characters)",
+    async run(ctx) {
+      // With --only, the scenarios whose deliveries this is about, in the order a full run makes them.
+      await basics(ctx);
+      await failingUntilDisabled(ctx);
+      await leadExpiry(ctx);
+      const header = ctx.rules.signatureHeader.toLowerCase();
+      const webhooks = new Map(ctx.registered.map((w) => [w.endpoint, w]));
+      const wrong = ctx.receiver.deliveries.flatMap((d) => {
+        const webhook = webhooks.get(d.endpoint);
+        if (!webhook) return [];
+        let envelope: { event?: string; data?: { businessID?: unknown } } = {};
+        try {
+          envelope = envelopeOf(d);
+        } catch {
+          // Not JSON: envelope-matches-event-schema's concern; the signature is still checked.
+        }
+        const faults = [
+          ...(d.headers[header] === hmacHex(d.body, webhook.secret) ? [] : ["not signed with its secret over its bytes"]),
+          ...(webhook.events.includes(envelope.event as EventName) ? [] : [`an event it did not subscribe to`]),
+          ...(envelope.data?.businessID === webhook.businessID ? [] : [`business ${String(envelope.data?.businessID)}, not ${webhook.businessID}`]),
+        ];
+        return faults.length ? [`${d.endpoint}: ${envelope.event ?? "(no event)"}: ${faults.join(", ")}`] : [];
+      });
+      expectEqual([...new Set(wrong)], [], "a delivery was not signed with its webhook's secret, or was of an event or a business the webhook did not subscribe to");
     },
   }),
 ];

@@ -60,8 +60,13 @@ export interface ServerContext {
   smtp: SmtpSink;
   rules: DeliveryRules;
   conformance: ConformanceRules;
-  /** Registers a webhook for an endpoint of the suite's receiver; a refusal stops the run (SetupError) with what to change. */
-  register(endpoint: string, events: EventName[], businessID: string): Promise<RegisteredWebhook>;
+  /**
+   * Registers a webhook for an endpoint of the suite's receiver (with a new secret of `secretLength`
+   * characters, default 30); a refusal stops the run (SetupError) with what to change.
+   */
+  register(endpoint: string, events: EventName[], businessID: string, secretLength?: number): Promise<RegisteredWebhook>;
+  /** Every webhook `register` made, in order. */
+  readonly registered: readonly RegisteredWebhook[];
   /** Posts a registration body as is, for the checks of registration rules. */
   registerRaw(body: unknown): Promise<RegistrationAnswer>;
   /** The same as the second client (another partner, D27). */
@@ -185,8 +190,11 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
   function noDeliveryAtAll(what: string): SetupError {
     const tls = receiver.tlsErrors.at(-1);
     if (tls) {
+      // A hang-up without an alert is how Node's client refuses an unknown CA, and also any client that
+      // gives up mid-handshake (a timeout of milliseconds: a scaled timeout without its 1 s floor).
+      const hungUp = /hang up|reset/i.test(tls.message) ? `, or it gave up the handshake (an attempt timeout under a scaled clock is never below ${conformance.scaledClock.attemptTimeoutFloorRealSeconds} real second)` : "";
       return new SetupError(
-        `the implementation connected to the suite's receiver but the TLS handshake failed (${tls.message}): it must trust the receiver's CA (the file in WEBHOOK_CA_FILE, or DIR/ca.pem with --pki-dir)`,
+        `the implementation connected to the suite's receiver but the TLS handshake failed (${tls.message}): it must trust the receiver's CA (the file in WEBHOOK_CA_FILE, or DIR/ca.pem with --pki-dir)${hungUp}`,
       );
     }
     return new SetupError(
@@ -246,16 +254,19 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
       return { expectedSeconds, verdict: "missing", observed: `none within ${seconds(expectedMs + tolerance.lateMs)}`, window: band };
     }
     // From the failure the wait follows (D7): when the previous attempt was answered, or, with no
-    // answer, when it arrived (the timeout's allowance above counts from its beginning).
-    const gapMs = receiver.at(endpoint)[before]!.arrivedAt - (previous ? (previous.answeredAt ?? previous.arrivedAt) : 0);
-    const observed = seconds(gapMs);
-    const window = { ...band, cameMs: gapMs };
-    if (gapMs < band.earliestMs) return { expectedSeconds, verdict: "early", observed, window };
-    if (gapMs > band.latestMs) return { expectedSeconds, verdict: "late", observed, window };
-    return { expectedSeconds, verdict: "on-time", observed, window };
+    // answer, when it arrived (the timeout's allowance above counts from its beginning). Early only
+    // counted from when its answer began to be written, late only from when it was handed to the OS
+    // (a busy event loop here can be milliseconds between the two, a first wait at 1e-4 is 6 ms).
+    const arrivedAt = receiver.at(endpoint)[before]!.arrivedAt;
+    const longest = arrivedAt - (previous ? (previous.answeringAt ?? previous.arrivedAt) : 0);
+    const shortest = arrivedAt - (previous ? (previous.answeredAt ?? previous.arrivedAt) : 0);
+    if (longest < band.earliestMs) return { expectedSeconds, verdict: "early", observed: seconds(longest), window: { ...band, cameMs: longest } };
+    if (shortest > band.latestMs) return { expectedSeconds, verdict: "late", observed: seconds(shortest), window: { ...band, cameMs: shortest } };
+    return { expectedSeconds, verdict: "on-time", observed: seconds(longest), window: { ...band, cameMs: longest } };
   }
 
-  const newSecret = () => `whsec-${randomBytes(18).toString("base64url")}`;
+  const newSecret = (length = 30) => `whsec-${randomBytes(length).toString("base64url")}`.slice(0, length);
+  const registered: RegisteredWebhook[] = [];
 
   async function registerRaw(body: unknown): Promise<RegistrationAnswer> {
     // The typed client would refuse most of these bodies at compile time: that is the point of them.
@@ -285,8 +296,9 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     smtp,
     rules,
     conformance,
-    async register(endpoint, events, businessID) {
-      const secret = newSecret();
+    registered,
+    async register(endpoint, events, businessID, secretLength) {
+      const secret = newSecret(secretLength);
       const url = receiver.url(endpoint);
       const { status, body } = await registerRaw({ url, events, businessID, secret });
       const webhookID = (body as { webhookID?: string } | undefined)?.webhookID;
@@ -295,7 +307,9 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
           `registering a webhook for the suite's receiver (${url}) was answered HTTP ${status} ${JSON.stringify(body)}: ${registrationHint(status, body, url)}`,
         );
       }
-      return { webhookID, endpoint, url, secret, events, businessID };
+      const webhook = { webhookID, endpoint, url, secret, events, businessID };
+      registered.push(webhook);
+      return webhook;
     },
     registerRaw,
     registerRawAsSecondClient,

@@ -48,11 +48,25 @@ describe("HTTPS receiver", () => {
     expect(receiver.at("hook-b").map((d) => d.answer)).toEqual([answers.status(500), answers.redirect("https://elsewhere.example/"), answers.status(204)]);
   });
 
-  it("can close the connection or hang until the sender gives up", async () => {
+  it("can close the connection or hang until the sender gives up, and records when the sender gave up", async () => {
     receiver.script("hook-c", [answers.close, answers.hang]);
     await expect(post("hook-c", Buffer.from("{}"))).rejects.toThrow();
     await expect(post("hook-c", Buffer.from("{}"), 200)).rejects.toThrow(/abort|timeout/i);
-    expect(receiver.at("hook-c")).toHaveLength(2);
+    const [closed, hung] = receiver.at("hook-c");
+    expect(closed!.abandonedAt).toBeUndefined();
+    await receiver.waitFor(() => hung!.abandonedAt !== undefined, 5000, "the sender's giving up");
+    expect(hung!.answeredAt).toBeUndefined();
+    expect(hung!.abandonedAt! - hung!.arrivedAt).toBeGreaterThan(0);
+  });
+
+  it("records when it began writing an answer, never after it was handed over", async () => {
+    receiver.script("hook-e", [answers.status(500)]);
+    const res = await post("hook-e", Buffer.from("{}"));
+    await res.body.dump();
+    const [d] = receiver.at("hook-e");
+    await receiver.waitFor(() => d!.answeredAt !== undefined, 5000, "the answer handed over");
+    expect(d!.answeringAt).toBeGreaterThanOrEqual(d!.arrivedAt);
+    expect(d!.answeringAt).toBeLessThanOrEqual(d!.answeredAt!);
   });
 
   it("waitFor resolves on arrival and rejects on timeout", async () => {
