@@ -219,8 +219,9 @@ export const brokenServers: BrokenServer[] = [
   // The largest threshold the counter's column holds: never reached.
   { id: "never-disables", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: 2 ** 31 - 1 }) },
   { id: "no-reset-on-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noReset: true }) }) },
-  // A failure that is "the receiver's fault" (4xx) or "the network's" (a closed connection) is taken for a reset.
+  // A failure that is "the receiver's fault" (4xx) or "the network's" (no answer, a closed connection) is taken for a reset.
   { id: "resets-count-on-4xx", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => o.status !== undefined && o.status >= 400 && o.status < 500 }) }) },
+  { id: "resets-count-on-timeout", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => /within the attempt timeout/.test(o.error ?? "") }) }) },
   { id: "resets-count-on-closed-connection", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => !o.ok && o.status === undefined && !/within the attempt timeout/.test(o.error ?? "") }) }) },
   {
     // The count starts again when an event is queued for the webhook, not when an attempt succeeds.

@@ -214,7 +214,7 @@ function leadExpiry(ctx: ServerContext): Promise<LeadRun> {
 
 // ---------------------------------------------------------------------------------------------
 // Scenario: a webhook whose endpoint always fails, from the first attempt to disabling, a failure of
-// each kind but no answer.
+// each kind.
 
 interface DisableRun {
   webhook: RegisteredWebhook;
@@ -231,9 +231,10 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
   return ctx.once("disable", async () => {
     const { retryWaitsSeconds, disableAfterConsecutiveFailures } = ctx.rules;
     const webhook = await ctx.register("always-failing", ["message.received"], ctx.options.businessId);
-    // Every kind of failure counts toward the threshold alike (D6, D7): a 5xx, a 4xx, a 3xx and a closed
-    // connection, then 5xx again. The redirect's target fails too: following it is another check's fault.
-    const kinds = [answers.status(503), answers.status(404), answers.redirect(ctx.receiver.url("always-failing-redirect")), answers.close];
+    // Every kind of failure counts toward the threshold alike (D6, D7): a 5xx, a 4xx, a 3xx, a closed
+    // connection, and no answer, which disables. The redirect's target fails too: following it is
+    // another check's fault.
+    const kinds = [answers.status(503), answers.status(404), answers.redirect(ctx.receiver.url("always-failing-redirect")), answers.close, answers.hang];
     ctx.receiver.script(webhook.endpoint, kinds, answers.status(500));
     ctx.receiver.script("always-failing-redirect", [], answers.status(503));
     const mailsBefore = ctx.smtp.messages.length;
@@ -807,7 +808,7 @@ export const serverChecks: ServerCheck[] = [
     id: "event-id-stable-across-retries",
     section: "D4, D3",
     title: "Every retry of an event carries the same envelope id, in the same bytes as its first attempt (its timestamp is when the event occurred).",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx) {
       const { webhook } = await failingUntilDisabled(ctx);
       const firstEvent = ctx.receiver.at(webhook.endpoint).slice(0, ctx.rules.disableAfterConsecutiveFailures);
@@ -940,7 +941,7 @@ export const serverChecks: ServerCheck[] = [
     id: "retry-waits-follow-schedule",
     section: "§6, §8, D7",
     title: "Each retry waits 1 min, 5 min, 30 min, 2 h after the previous failure: never early, at most within tolerance late.",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx, record) {
       const { retries } = await failingUntilDisabled(ctx);
       expectRetries(retries, "a retry did not come at its wait after the previous failure", { ctx, record, title: "Retries of an event whose endpoint always fails (from its first attempt)" });
@@ -1137,7 +1138,7 @@ export const serverChecks: ServerCheck[] = [
     id: "webhook-disabled-after-consecutive-failures",
     section: "§3, §6, §8, D7",
     title: "After 5 consecutive failed attempts, of any kind, the webhook is disabled: no further attempt of the failing event.",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx) {
       const { firstAttempts, retries, afterDisable } = await failingUntilDisabled(ctx);
       const attempts = firstAttempts.length + retries.filter((r) => r.verdict !== "missing").length;
@@ -1149,7 +1150,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disabled-webhook-receives-nothing",
     section: "§3, D7",
     title: "A disabled webhook is not queued for, nor delivered, later events.",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled, then a new event",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled, then a new event",
     async run(ctx) {
       const { afterDisable } = await failingUntilDisabled(ctx);
       expectEqual(summary(afterDisable), [], "a disabled webhook received a delivery");
@@ -1159,7 +1160,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disable-sends-one-notice",
     section: "§3, §6, D26",
     title: "Disabling sends one e-mail notice that names the webhook: any repeat (at-least-once across a crash) carries the same Message-ID.",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
@@ -1176,7 +1177,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disable-email-goes-to-partner-contact",
     section: "§3, D15, D26",
     title: "The disable e-mail goes to the partner's contact address (--partner-email), the only address it shows (To, Cc); a copy to the platform's own mailbox may go by Bcc.",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
@@ -1190,7 +1191,7 @@ export const serverChecks: ServerCheck[] = [
     id: "disable-email-names-webhook-and-reason",
     section: "§3, D26",
     title: "The disable e-mail names the webhook (subject, header, text: id, URL, business) and why it was disabled.",
-    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, then 500s), until it is disabled",
+    scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
@@ -1222,8 +1223,14 @@ export const serverChecks: ServerCheck[] = [
       const disabled = [(await failingUntilDisabled(ctx)).webhook, (await failuresAcrossEvents(ctx)).webhook, (await newEventAfterFailures(ctx)).webhook];
       const dueNowMs = ctx.conformance.dueNowRealSeconds * 1000;
       // The notice falls due when the disabling failure is recorded: at the latest, after the last
-      // failure the endpoint answered.
-      const disabledBy = (w: RegisteredWebhook) => Math.max(...ctx.receiver.at(w.endpoint).map((d) => d.answeredAt ?? d.arrivedAt));
+      // failure the endpoint answered, or the server gave up waiting for an answer (when it closed the
+      // connection, or the longest it may wait).
+      const giveUpMs =
+        ctx.options.clock.kind === "scaled"
+          ? Math.max(ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000, ctx.rules.attemptTimeoutSeconds * ctx.options.clock.factor * 1000)
+          : ctx.conformance.virtualClock.unansweredAttemptRealSeconds.max * 1000;
+      const failedBy = (d: Delivery) => d.answeredAt ?? d.abandonedAt ?? (d.answer?.kind === "hang" ? d.arrivedAt + giveUpMs : d.arrivedAt);
+      const disabledBy = (w: RegisteredWebhook) => Math.max(...ctx.receiver.at(w.endpoint).map(failedBy));
       const deadlines = disabled.map((w) => disabledBy(w) + dueNowMs);
       // Until each names its webhook in the raw text (its header does, unencoded), or the time is up.
       const named = (messages: readonly { raw: string }[]) => disabled.every((w) => messages.some((m) => m.raw.includes(w.webhookID)));
