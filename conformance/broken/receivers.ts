@@ -40,6 +40,18 @@ function receiver(
 
 const envelopeOf = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id?: string; timestamp?: string };
 
+/** Answers `status` to an id it acknowledged before, without verifying the delivery; verifies the others. */
+function answersSeenIds(secret: string, status: number): Handler {
+  const seen = new Set<string>();
+  return receiver(secret, (body, _signature, correct) => {
+    const id = envelopeOf(body).id ?? "";
+    if (seen.has(id)) return status;
+    const verdict = correct();
+    if (verdict < 300) seen.add(id);
+    return verdict;
+  });
+}
+
 /**
  * A hand-written HTTP/1.1 receiver that keeps its connections alive and acknowledges what `accepts`
  * accepts. With `answersBeforeBody` (the fault) it refuses a delivery without the header, or with an
@@ -118,16 +130,7 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
     }),
   "compares-first-half": (secret) =>
     receiver(secret, (body, signature) => (signature?.length === 64 && signature.slice(0, 32) === hmac(body, secret).slice(0, 32) ? 204 : 401)),
-  "rejects-duplicates": (secret) => {
-    const seen = new Set<string>();
-    return receiver(secret, (body, _signature, correct) => {
-      const id = envelopeOf(body).id ?? "";
-      if (seen.has(id)) return 409;
-      const status = correct();
-      if (status < 300) seen.add(id);
-      return status;
-    });
-  },
+  "rejects-duplicates": (secret) => answersSeenIds(secret, 409),
   // A replay window: refuses events stamped more than 5 minutes ago, retries included.
   "refuses-old-events": (secret) =>
     receiver(secret, (body, _signature, correct) => {
@@ -144,16 +147,7 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   },
   "limits-body-to-16-kib": (secret) => receiver(secret, (_body, _signature, correct) => correct(), 16 * 1024),
   // Acknowledges an id it has seen before verifying the signature (D2: verify first).
-  "deduplicates-before-verifying": (secret) => {
-    const seen = new Set<string>();
-    return receiver(secret, (body, _signature, correct) => {
-      const id = envelopeOf(body).id ?? "";
-      if (seen.has(id)) return 204;
-      const status = correct();
-      if (status < 300) seen.add(id);
-      return status;
-    });
-  },
+  "deduplicates-before-verifying": (secret) => answersSeenIds(secret, 204),
   "refuses-before-reading-body": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { answersBeforeBody: true }),
   // The same, checking only that a signature is there: verdicts must not come from an earlier delivery's unread body.
   "checks-signature-presence-only": () => handWrittenReceiver(() => true, { answersBeforeBody: true }),

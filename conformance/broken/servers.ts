@@ -7,7 +7,7 @@ import { BlockList, isIP } from "node:net";
 import { interceptors } from "undici";
 import { newEventId, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
-import { defaultParts, type PartsOverride } from "../../src/server/delivery/index.js";
+import { defaultParts, type Outcome, type PartsOverride } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
@@ -79,6 +79,9 @@ function oldDenylist(url: string): string | undefined {
   const family = isIP(plain);
   return family && denied.check(plain, family === 6 ? "ipv6" : "ipv4") ? `the host ${host} is private` : undefined;
 }
+
+/** An outcome of an attempt that got no complete answer (the reference's `send` says so in its error). */
+const timedOut = (o: Outcome) => /within the attempt timeout/.test(o.error ?? "");
 
 let fixedId: string | undefined;
 
@@ -221,8 +224,8 @@ export const brokenServers: BrokenServer[] = [
   { id: "no-reset-on-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noReset: true }) }) },
   // A failure that is "the receiver's fault" (4xx) or "the network's" (no answer, a closed connection) is taken for a reset.
   { id: "resets-count-on-4xx", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => o.status !== undefined && o.status >= 400 && o.status < 500 }) }) },
-  { id: "resets-count-on-timeout", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => /within the attempt timeout/.test(o.error ?? "") }) }) },
-  { id: "resets-count-on-closed-connection", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => !o.ok && o.status === undefined && !/within the attempt timeout/.test(o.error ?? "") }) }) },
+  { id: "resets-count-on-timeout", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: timedOut }) }) },
+  { id: "resets-count-on-closed-connection", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => !o.ok && o.status === undefined && !timedOut(o) }) }) },
   {
     // The count starts again when an event is queued for the webhook, not when an attempt succeeds.
     id: "reset-on-new-event",

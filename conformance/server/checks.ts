@@ -21,6 +21,9 @@ type Envelope = { id: string; event: string; timestamp: string; data: Record<str
 
 const hmacHex = (body: Buffer, secret: string) => createHmac("sha256", secret).update(body).digest("hex");
 const envelopeOf = (d: Delivery) => JSON.parse(d.body.toString("utf8")) as Envelope;
+/** Real ms a scaled clock gives an attempt: its timeout scaled, never below the floor (D24). */
+const scaledAttemptTimeoutMs = (ctx: ServerContext, factor: number) =>
+  Math.max(ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000, ctx.rules.attemptTimeoutSeconds * factor * 1000);
 const summary = (ds: readonly Delivery[]) => ds.map((d) => `${d.endpoint}: ${envelopeOf(d).event}`);
 const ofEvent = (ds: readonly Delivery[], event: EventName) => ds.filter((d) => envelopeOf(d).event === event);
 const eventNameOf = (d: Delivery): string | undefined => {
@@ -443,11 +446,10 @@ function failureKinds(ctx: ServerContext): Promise<FailureKindsRun> {
     await ctx.arrivals(hanging.endpoint, 0, 1, "the first attempt at the hanging endpoint");
     const timeoutSeconds = ctx.rules.attemptTimeoutSeconds;
     const scaled = ctx.options.clock.kind === "scaled" ? ctx.options.clock.factor : undefined;
-    const floorMs = ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000;
     const timeout = await ctx.nextAttempt(hanging.endpoint, timeoutSeconds + firstWait, {
       // The attempt began no earlier than its trigger, and before it arrived (connecting, TLS): early
       // only if early counted from the trigger.
-      ...(scaled ? { scaledRealMs: Math.max(timeoutSeconds * scaled * 1000, floorMs) + firstWait * scaled * 1000, startedAfter: triggeredAt } : {}),
+      ...(scaled ? { scaledRealMs: scaledAttemptTimeoutMs(ctx, scaled) + firstWait * scaled * 1000, startedAfter: triggeredAt } : {}),
     });
     // Given up by the time its connection closed or its retry came (a server may give up an attempt and
     // close its connection later; an advance waits for attempts under way, D24).
@@ -1118,8 +1120,7 @@ export const serverChecks: ServerCheck[] = [
       const { triggeredAt, arrivedAt, givenUp } = unanswered;
       const scaled = ctx.options.clock.kind === "scaled" ? ctx.options.clock.factor : undefined;
       const bounds = ctx.conformance.virtualClock.unansweredAttemptRealSeconds;
-      const minMs =
-        scaled === undefined ? bounds.min * 1000 : Math.max(ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000, ctx.rules.attemptTimeoutSeconds * scaled * 1000);
+      const minMs = scaled === undefined ? bounds.min * 1000 : scaledAttemptTimeoutMs(ctx, scaled);
       // A scaled clock's late give-up shows as a late retry (timeout-counts-as-failure).
       const maxMs = scaled === undefined ? bounds.max * 1000 : Infinity;
       const expected = scaled === undefined ? `given up between ${minMs} and ${maxMs} ms (real) after the attempt began` : `given up no earlier than ${minMs} ms (real) after the attempt began`;
@@ -1227,7 +1228,7 @@ export const serverChecks: ServerCheck[] = [
       // connection, or the longest it may wait).
       const giveUpMs =
         ctx.options.clock.kind === "scaled"
-          ? Math.max(ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000, ctx.rules.attemptTimeoutSeconds * ctx.options.clock.factor * 1000)
+          ? scaledAttemptTimeoutMs(ctx, ctx.options.clock.factor)
           : ctx.conformance.virtualClock.unansweredAttemptRealSeconds.max * 1000;
       const failedBy = (d: Delivery) => d.answeredAt ?? d.abandonedAt ?? (d.answer?.kind === "hang" ? d.arrivedAt + giveUpMs : d.arrivedAt);
       const disabledBy = (w: RegisteredWebhook) => Math.max(...ctx.receiver.at(w.endpoint).map(failedBy));
