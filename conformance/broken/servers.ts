@@ -20,6 +20,8 @@ export interface BrokenServer {
   rules?: (rules: DeliveryRules) => DeliveryRules;
   /** Real ms it gives an unanswered attempt under a virtual clock (the reference server's delivery number; default 1000). */
   virtualAttemptTimeoutMs?: number;
+  /** Real ms a batch of outcomes waits for more attempts to end (the reference server's delivery number; default 30). */
+  recordLingerMs?: number;
   /** The clock it is certified with, where its fault shows only in real time (default: virtual). */
   clock?: ClockSetting;
 }
@@ -240,6 +242,21 @@ export const brokenServers: BrokenServer[] = [
         return queued;
       },
       record: faultyRecorder(ctx, { noReset: true }),
+    }),
+  },
+  {
+    // Outcomes recorded many per statement, as the reference does, but a batch's failures before its
+    // successes (e.g. the increments applied before the resets); batches gather for 300 ms.
+    id: "records-a-batchs-failures-before-its-successes",
+    recordLingerMs: 300,
+    parts: (base) => ({
+      async record(batch) {
+        const order = batch.map((_, i) => i).sort((a, b) => Number(batch[a]!.ok) - Number(batch[b]!.ok));
+        const recorded = await base.record(order.map((i) => batch[i]!));
+        const results = new Array<(typeof recorded)[number]>(batch.length);
+        order.forEach((i, k) => (results[i] = recorded[k]!));
+        return results;
+      },
     }),
   },
   { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },

@@ -551,14 +551,70 @@ function overlappingFailures(ctx: ServerContext): Promise<OverlapRun> {
       await ctx.quietFor(webhook.endpoint, 0);
     }
     wave = undefined;
-    // The failures' retries succeed.
-    await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds[0]! * 1.2));
-    const since = ctx.count(webhook.endpoint);
-    await ctx.control.trigger("message.received", business);
-    const lastArrived = (await ctx.arrivals(webhook.endpoint, since, 1, "an event after the waves")).length > 0;
-    const delivered = new Set(ctx.receiver.at(webhook.endpoint).filter(isSuccess).map((d) => envelopeOf(d).id));
-    const mails = await Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodeMail));
-    return { webhook, events: WAVES * WAVE_SIZE + 1, delivered, lastArrived, mails: mails.filter((m) => namesWebhook(m, webhook.webhookID)) };
+    return { webhook, events: WAVES * WAVE_SIZE + 1, ...(await afterTheFailures(ctx, webhook, business, mailsBefore, "an event after the waves")) };
+  });
+}
+
+/**
+ * The end of a scenario whose failures never came 5 in a row: their retries (a first wait later)
+ * succeed, then one more event is triggered, which must arrive; and the disable e-mails, none expected.
+ */
+async function afterTheFailures(ctx: ServerContext, webhook: RegisteredWebhook, business: string, mailsBefore: number, what: string) {
+  await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds[0]! * 1.2));
+  const since = ctx.count(webhook.endpoint);
+  await ctx.control.trigger("message.received", business);
+  const lastArrived = (await ctx.arrivals(webhook.endpoint, since, 1, what)).length > 0;
+  const delivered = new Set(ctx.receiver.at(webhook.endpoint).filter(isSuccess).map((d) => envelopeOf(d).id));
+  const mails = await Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodeMail));
+  return { delivered, lastArrived, mails: mails.filter((m) => namesWebhook(m, webhook.webhookID)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario: overlapping first attempts answered in three groups, each once the one before was answered
+// and SPLIT_GAP_MS more: 2 failures, a success, 3 failures. Recorded in the order they ended there are
+// never more than 3 failures in a row; a server that records a batch's failures before its successes,
+// or applies the resets of a batch after its failures, counts 5 and disables the webhook. A server
+// would have to see the success end before both failures answered 50 ms before it, or after all three
+// answered 50 ms after it, to count 5 while following D7. The success is answered 50 ms after the wave's
+// first attempt, well inside the shortest time an unanswered attempt may be held (D24: 0.5 s).
+
+const SPLIT_WAVE = ["fail", "fail", "ok", "fail", "fail", "fail"] as const;
+const SPLIT_GAP_MS = 50;
+
+function failuresSplitByASuccess(ctx: ServerContext): Promise<OverlapRun> {
+  return ctx.once("split", async () => {
+    // message.received of the other business, as the overlap scenario's webhook: each also receives
+    // the other's events, which it answers 2xx once its own scenario is over.
+    const business = ctx.options.otherBusinessId;
+    const webhook = await ctx.register("split-by-a-success", ["message.received"], business);
+    const mailsBefore = ctx.smtp.messages.length;
+    const dueNowMs = ctx.conformance.dueNowRealSeconds * 1000;
+    /** The wave's first attempts in order of arrival; undefined once the wave is over. */
+    let firsts: Delivery[] | undefined = [];
+    const seen = new Set<string>();
+    ctx.receiver.respond(webhook.endpoint, async (d) => {
+      const id = envelopeOf(d).id;
+      if (!firsts || seen.has(id) || firsts.length === SPLIT_WAVE.length) return answers.ok;
+      seen.add(id);
+      const k = firsts.push(d) - 1;
+      const kind = SPLIT_WAVE[k]!;
+      // After every earlier first attempt of the other kind was answered, and SPLIT_GAP_MS more.
+      const before = firsts.slice(0, k).filter((_, i) => SPLIT_WAVE[i] !== kind);
+      if (before.length > 0) {
+        await ctx.receiver.waitFor(() => before.every((b) => b.answeredAt !== undefined), dueNowMs, "the wave's earlier answers").catch(() => undefined);
+        const gap = Math.max(...before.map((b) => b.answeredAt ?? 0)) + SPLIT_GAP_MS - performance.now();
+        if (gap > 0) await delay(gap);
+      }
+      return kind === "ok" ? answers.ok : answers.status(500);
+    });
+    await Promise.all(SPLIT_WAVE.map(() => ctx.control.trigger("message.received", business)));
+    const arrived = await ctx.arrivals(webhook.endpoint, 0, SPLIT_WAVE.length, `${SPLIT_WAVE.length} overlapping deliveries`);
+    const wave = firsts;
+    if (arrived.length >= SPLIT_WAVE.length) {
+      await ctx.receiver.waitFor(() => wave.length === SPLIT_WAVE.length && wave.every((d) => d.answeredAt !== undefined), dueNowMs, "the wave's answers").catch(() => undefined);
+    }
+    firsts = undefined;
+    return { webhook, events: SPLIT_WAVE.length + 1, ...(await afterTheFailures(ctx, webhook, business, mailsBefore, "an event after the split wave")) };
   });
 }
 
@@ -1073,6 +1129,20 @@ export const serverChecks: ServerCheck[] = [
         { delivered: delivered.size, lastArrived, disableMails: mails.length },
         { delivered: events, lastArrived: true, disableMails: 0 },
         "the webhook was disabled, or events were not delivered, though no 5 failures came in a row",
+      );
+    },
+  }),
+  defineCheck({
+    id: "failures-split-by-a-success-do-not-add-up",
+    section: "§3, D7",
+    title: "Failures on either side of a success do not add up, however close together their attempts end: outcomes are recorded in the order the attempts ended.",
+    scenario: `${SPLIT_WAVE.length} overlapping first attempts to one webhook answered ${SPLIT_WAVE.map((k) => (k === "ok" ? "200" : "500")).join(", ")}, each kind ${SPLIT_GAP_MS} ms after the one before`,
+    async run(ctx) {
+      const { events, delivered, lastArrived, mails } = await failuresSplitByASuccess(ctx);
+      expectEqual(
+        { delivered: delivered.size, lastArrived, disableMails: mails.length },
+        { delivered: events, lastArrived: true, disableMails: 0 },
+        `the webhook was disabled, or events were not delivered, though a success ended ${SPLIT_GAP_MS} ms after 2 failures and ${SPLIT_GAP_MS} ms before 3: outcomes must be recorded in the order their attempts ended (D7), not a batch's failures before its successes`,
       );
     },
   }),

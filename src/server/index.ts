@@ -60,6 +60,8 @@ export interface ServerOptions {
   maxInFlightPerWebhook?: number;
   /** Real ms at most between a waiting delivery run's looks for work nobody told it of (D44; default 1000). */
   lookAroundMs?: number;
+  /** Real ms a batch of attempt outcomes waits for more attempts to end before it is recorded (default 30; D7 keeps their order). */
+  recordLingerMs?: number;
   /** Messages of the delivery loop; default: the server's log (JSON lines). */
   log?: (message: string) => void;
   /** Level of the server's log (pino: fatal, error, warn, info, debug, trace, silent); default "silent" from code, `serve --log-level` info. */
@@ -182,6 +184,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     connectionsPerOrigin,
     maxInFlightPerWebhook,
     lookAroundMs: options.lookAroundMs,
+    recordLingerMs: options.recordLingerMs,
     contactEmailFor: (clientId) => config.clients.find((c) => c.clientId === clientId)?.contactEmail,
     log,
     outcomeLog: (o) => (o.ok ? deliveryLogger.info({ delivery: o }, "delivery attempt succeeded") : deliveryLogger.warn({ delivery: o }, `delivery attempt ${o.recorded}`)),

@@ -39,6 +39,8 @@ export interface EngineOptions {
   maxInFlightPerWebhook: number;
   /** Real ms at most between a waiting run's looks for work nobody told it of (D44; default 1000). */
   lookAroundMs?: number;
+  /** Real ms a batch of outcomes waits for more attempts to end before it is recorded (default 30). */
+  recordLingerMs?: number;
 }
 
 /** An attempt's bytes and their signature (DeliveryParts.sign). */
@@ -81,6 +83,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const { db, clock, rules, parts } = options;
   const maxInFlight = options.maxInFlight ?? DELIVERY_DEFAULTS.maxInFlight;
   const lookAroundMs = options.lookAroundMs ?? RUN_LOOK_MS;
+  const recordLingerMs = options.recordLingerMs ?? RECORD_LINGER_MS;
   // Room for at least this many before claiming again (or all of it when maxInFlight is small).
   const claimBatch = Math.max(1, Math.min(64, Math.floor(maxInFlight / 4)));
   let timer: NodeJS.Timeout | undefined;
@@ -253,14 +256,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   }
 
   /**
-   * Waits up to RECORD_LINGER_MS for the outcomes of attempts ending about now, so that they share
+   * Waits up to recordLingerMs for the outcomes of attempts ending about now, so that they share
    * one statement: a statement costs far more than a row (measured on the embedded store: a batch of
    * one outcome per statement was 60% of the server's time per delivery).
    */
   function gather(): Promise<void> {
     if (enoughGathered()) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, RECORD_LINGER_MS);
+      const timer = setTimeout(resolve, recordLingerMs);
       gathered = () => {
         clearTimeout(timer);
         resolve();
