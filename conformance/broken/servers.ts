@@ -4,7 +4,8 @@
 // conformance/broken/server-expected-failures.json.
 import { createHmac } from "node:crypto";
 import { BlockList, isIP } from "node:net";
-import { interceptors } from "undici";
+import { rootCertificates } from "node:tls";
+import { Agent, interceptors } from "undici";
 import { newEventId, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type Outcome, type PartsOverride } from "../../src/server/delivery/index.js";
@@ -297,12 +298,40 @@ export const brokenServers: BrokenServer[] = [
     parts: (_base, ctx) => ({ send: defaultParts({ ...ctx, dispatcher: ctx.dispatcher.compose(interceptors.redirect({ maxRedirections: 3 })) }).send }),
   },
   {
+    // Success tested as `status === 200`: the 204 the example receivers answer is a failure.
+    id: "only-200-counts-as-success",
+    parts: (base) => ({
+      async send(...args) {
+        const result = await base.send(...args);
+        const other2xx = result.status !== undefined && result.status > 200 && result.status < 300;
+        return other2xx && result.error === undefined ? { ...result, error: `HTTP ${result.status} is not 200` } : result;
+      },
+    }),
+  },
+  {
     id: "closed-connection-counts-as-success",
     parts: (base) => ({
       async send(...args) {
         const result = await base.send(...args);
         return result.status === undefined && !result.timedOut ? { status: 200, timedOut: false } : result;
       },
+    }),
+  },
+
+  // -- TLS: the receiver's certificate not verified ----------------------------------------------
+  {
+    // As `InsecureSkipVerify` or `rejectUnauthorized: false` do: any certificate is taken.
+    id: "skips-certificate-verification",
+    parts: (_base, ctx) => ({ send: defaultParts({ ...ctx, dispatcher: new Agent({ connect: { rejectUnauthorized: false } }) }).send }),
+  },
+  {
+    // The chain is verified but not the host name, as a custom verification callback that forgets it does.
+    id: "skips-host-name-verification",
+    parts: (_base, ctx) => ({
+      send: defaultParts({
+        ...ctx,
+        dispatcher: new Agent({ connect: { ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])], checkServerIdentity: () => undefined } }),
+      }).send,
     }),
   },
 
@@ -369,6 +398,18 @@ export const brokenServers: BrokenServer[] = [
   {
     id: "denylists-private-ranges-only",
     registration: () => ({ refuseUrl: async (url: string) => urlFormProblem(url) ?? oldDenylist(url) }),
+  },
+  // An allowlist too narrow: only the loopback addresses the suite's receiver uses pass.
+  {
+    id: "accepts-loopback-only",
+    registration: (base) => ({
+      async refuseUrl(url: string) {
+        const refused = await base.refuseUrl(url);
+        if (refused) return refused;
+        const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+        return host === "127.0.0.1" || host === "::1" ? undefined : `the host ${host} is not loopback`;
+      },
+    }),
   },
   // URLs checked by the schema and the address only: userinfo, port 0, trailing dots and no host accepted.
   {

@@ -1,11 +1,13 @@
 // The suite's webhook receiver: HTTPS with a certificate for its host from a per-run (or kept) CA,
 // scriptable per attempt, recording the raw bytes, headers and arrival time of every attempt, and the
-// TLS handshakes that failed.
+// connections the sender refused (a failed handshake, or one closed before any request). It can present
+// another certificate for a while, to see that the sender refuses it.
 import { EventEmitter } from "node:events";
 import { waitUntil } from "./wait.js";
 import https from "node:https";
 import type { IncomingHttpHeaders } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
 import { createTestCa, issueServerCertificate, type TestCa, type TestPki } from "./pki.js";
 
 /** How the receiver answers one attempt. */
@@ -46,6 +48,23 @@ export interface Delivery {
   answeredAt?: number;
   /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang): it gave up. */
   abandonedAt?: number;
+  /** The certificate its connection was made with: "own", or the label of one `present` put in place. */
+  presented: string;
+}
+
+/** A certificate the receiver can present instead of its own (`present`), named by `label`. */
+export interface PresentedCertificate {
+  label: string;
+  cert: string;
+  key: string;
+}
+
+/** A connection the sender gave up on before sending a request: a failed handshake, or one closed after it. */
+export interface Refusal {
+  at: number;
+  /** The certificate presented on it ("own" or a label). */
+  presented: string;
+  how: string;
 }
 
 /** Decides the answer to one attempt (it may take its time: the attempt waits for it). */
@@ -59,6 +78,15 @@ export interface Receiver {
   readonly deliveries: readonly Delivery[];
   /** TLS handshakes that failed (e.g. a sender that does not trust the CA), with `performance.now()` and the reason. */
   readonly tlsErrors: readonly { at: number; message: string }[];
+  /** Connections refused by the sender (handshakes that failed, connections closed before any request). */
+  readonly refusals: readonly Refusal[];
+  /** A certificate for another host, issued by the receiver's CA (which the sender trusts). */
+  issue(host: string): Promise<TestPki>;
+  /**
+   * Presents `certificate` on new connections (undefined: the receiver's own again) and closes the open
+   * ones, so that the sender's next attempt makes a handshake with it.
+   */
+  present(certificate: PresentedCertificate | undefined): void;
   /** Attempts at one endpoint. */
   at(endpoint: string): Delivery[];
   /** Queue answers for the next attempts at an endpoint; when the queue is empty it answers `fallback`. */
@@ -81,9 +109,14 @@ export interface ReceiverOptions {
 
 export async function startReceiver(options: ReceiverOptions = {}): Promise<Receiver> {
   const host = options.host ?? "127.0.0.1";
-  const pki = await issueServerCertificate(options.ca ?? (await createTestCa()), host);
+  const ca = options.ca ?? (await createTestCa());
+  const pki = await issueServerCertificate(ca, host);
   const deliveries: Delivery[] = [];
   const tlsErrors: { at: number; message: string }[] = [];
+  const refusals: Refusal[] = [];
+  /** The certificate presented on new connections, and on each connection made so far with how many requests came over it. */
+  let presenting = "own";
+  const connections = new Map<TLSSocket, { presented: string; requests: number; closedByReceiver: boolean }>();
   const responders = new Map<string, Responder>();
   const changes = new EventEmitter();
   const sockets = new Set<Socket>();
@@ -94,7 +127,10 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", async () => {
-      const delivery: Delivery = { seq: deliveries.length, endpoint, method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt };
+      const connection = connections.get(req.socket as TLSSocket);
+      if (connection) connection.requests++;
+      const presented = connection?.presented ?? presenting;
+      const delivery: Delivery = { seq: deliveries.length, endpoint, method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt, presented };
       deliveries.push(delivery);
       changes.emit("change");
       const answer = await (responders.get(endpoint) ?? (() => answers.ok))(delivery);
@@ -123,8 +159,21 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   });
   server.on("tlsClientError", (error: Error & { reason?: string }) => {
     // OpenSSL's `reason` ("tlsv1 alert unknown ca") says it; its message adds library internals.
-    tlsErrors.push({ at: performance.now(), message: error.reason ?? error.message });
+    const message = error.reason ?? error.message;
+    tlsErrors.push({ at: performance.now(), message });
+    refusals.push({ at: performance.now(), presented: presenting, how: `the handshake failed (${message})` });
     changes.emit("change");
+  });
+  // A client checks the host name once the handshake is done (Node.js does): it then closes the connection unused.
+  server.on("secureConnection", (socket: TLSSocket) => {
+    const connection = { presented: presenting, requests: 0, closedByReceiver: false };
+    connections.set(socket, connection);
+    socket.once("close", () => {
+      connections.delete(socket);
+      if (connection.requests > 0 || connection.closedByReceiver) return;
+      refusals.push({ at: performance.now(), presented: connection.presented, how: "closed after the handshake, before any request" });
+      changes.emit("change");
+    });
   });
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
@@ -142,6 +191,14 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     pki,
     deliveries,
     tlsErrors,
+    refusals,
+    issue: (otherHost) => issueServerCertificate(ca, otherHost),
+    present(certificate) {
+      presenting = certificate?.label ?? "own";
+      server.setSecureContext({ cert: certificate?.cert ?? pki.cert, key: certificate?.key ?? pki.key });
+      for (const connection of connections.values()) connection.closedByReceiver = true;
+      for (const socket of sockets) socket.destroy();
+    },
     at: (endpoint) => deliveries.filter((d) => d.endpoint === endpoint),
     script(endpoint, queue, fallback = answers.ok) {
       const rest = [...queue];
@@ -152,6 +209,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     },
     waitFor: (predicate, timeoutMs, what) => waitUntil(changes, "change", () => predicate(deliveries), timeoutMs, what),
     async close() {
+      for (const connection of connections.values()) connection.closedByReceiver = true;
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -12,7 +12,8 @@ import { eventExample } from "../../src/spec.js";
 import { parseEvent, type EventName } from "@partner-platform/sdk";
 import { loadContract } from "../api/contract.js";
 import { defineCheck, expectEqual, expectThat, type Check, type CheckRecorder, type Timeline, type TimelineAttempt } from "../framework/check.js";
-import { answers, type Delivery } from "../harness/receiver.js";
+import { createTestCa, issueServerCertificate } from "../harness/pki.js";
+import { answers, type Delivery, type PresentedCertificate, type Refusal } from "../harness/receiver.js";
 import type { RegisteredWebhook, RetryObservation, ServerContext } from "./context.js";
 import { decodeMail, namesWebhook, type DisableMailSeen } from "./mail.js";
 
@@ -464,6 +465,119 @@ function failureKinds(ctx: ServerContext): Promise<FailureKindsRun> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scenario: the receiver presents, for an event each, a certificate of a CA the implementation was not
+// told to trust, then one of the trusted CA for another host name: the attempts must be refused (D6: a
+// TLS error fails an attempt) and the events delivered by a retry once its own certificate is back. Its
+// checks come before every other delivery check: nothing else is under way to be refused meanwhile.
+
+interface CertificateRun {
+  /** Attempts that came over a connection with the certificate presented (none may). */
+  accepted: Delivery[];
+  /** Connections the implementation refused while it was presented. */
+  refusals: Refusal[];
+  /** Events triggered while it was presented, and how many events were delivered once the own certificate was back. */
+  events: number;
+  delivered: number;
+}
+
+/** Events triggered while a certificate is presented, until one of their attempts makes a handshake with it. */
+const CERTIFICATE_EVENTS = 3;
+
+function certificates(ctx: ServerContext): Promise<{ untrusted: CertificateRun; wrongHost: CertificateRun }> {
+  return ctx.once("certificates", async () => {
+    const business = ctx.options.otherBusinessId;
+    const webhook = await ctx.register("certificates", ["lead.expired"], business);
+    const host = new URL(ctx.receiver.url("")).hostname.replace(/^\[|\]$/g, "");
+    const untrusted = { label: "untrusted", ...(await issueServerCertificate(await createTestCa(1), host)) };
+    const wrongHost = { label: "wrong-host", ...(await ctx.receiver.issue("wrong-host.invalid")) };
+    return {
+      untrusted: await presentedFor(ctx, webhook, business, untrusted),
+      wrongHost: await presentedFor(ctx, webhook, business, wrongHost),
+    };
+  });
+}
+
+async function presentedFor(ctx: ServerContext, webhook: RegisteredWebhook, business: string, certificate: PresentedCertificate): Promise<CertificateRun> {
+  const since = ctx.count(webhook.endpoint);
+  const refusalsBefore = ctx.receiver.refusals.length;
+  const refused = () => ctx.receiver.refusals.slice(refusalsBefore).filter((r) => r.presented === certificate.label);
+  let events = 0;
+  ctx.receiver.present(certificate);
+  try {
+    // Another event if the attempt never made a handshake (a pooled connection the receiver had just
+    // closed, which fails without one): at most CERTIFICATE_EVENTS.
+    while (events < CERTIFICATE_EVENTS && refused().length === 0 && ctx.count(webhook.endpoint) === since) {
+      await ctx.control.trigger("lead.expired", business);
+      events++;
+      if (ctx.options.clock.kind === "virtual") await ctx.clock.elapse(0);
+      await ctx.receiver
+        .waitFor(() => refused().length > 0 || ctx.count(webhook.endpoint) > since, ctx.conformance.dueNowRealSeconds * 1000, "an attempt while another certificate is presented")
+        .catch(() => undefined);
+    }
+  } finally {
+    ctx.receiver.present(undefined);
+  }
+  const accepted = ctx.receiver.at(webhook.endpoint).slice(since).filter((d) => d.presented === certificate.label);
+  const refusals = refused();
+  // Their retries, or later ones where a retry came before the own certificate was back (a scaled clock's short waits).
+  await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds.slice(0, 3).reduce((a, b) => a + b, 0) * 1.2));
+  // The first deliveries of a run: one that trusts no certificate of the suite stops here with what to change.
+  await ctx.arrivals(webhook.endpoint, since, 1, "a retry once the receiver's own certificate was back");
+  const delivered = new Set(ctx.receiver.at(webhook.endpoint).slice(since).filter((d) => d.presented === "own" && isSuccess(d)).map((d) => envelopeOf(d).id));
+  return { accepted, refusals, events, delivered: delivered.size };
+}
+
+/** The verdict on one certificate: refused, never sent over, and the events delivered later. */
+function expectRefused(run: CertificateRun, what: string): void {
+  expectThat(
+    run.accepted.length === 0,
+    `an attempt was sent over a connection to a receiver presenting ${what} (D6: a TLS error fails the attempt; verify the receiver's certificate and host name)`,
+    "no attempt over it",
+    run.accepted.map((d) => `${envelopeOf(d).event} ${envelopeOf(d).id}`),
+  );
+  expectThat(run.refusals.length > 0, `no attempt came while the receiver presented ${what}`, "a refused connection", `none within ${run.events} events`);
+  expectEqual(
+    { eventsDelivered: run.delivered },
+    { eventsDelivered: run.events },
+    "an event whose attempt was refused was not delivered by a retry once the receiver's own certificate was back: a TLS error must fail the attempt (D6), to be retried (D7)",
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario: 2xx answers other than 200 (the example receivers answer 204): each succeeds, so its event
+// is never attempted again. Events of the other business's lead.expired, which no other scenario
+// triggers (a lead of that business expiring in the lead scenario arrives too, answered alike).
+
+const OTHER_2XX = [201, 202, 204, 299] as const;
+
+interface Other2xxRun {
+  /** Each event's attempts, by id, with the status its first attempt got. */
+  events: { id: string; firstAnswer: number; attempts: number }[];
+}
+
+function other2xxAnswers(ctx: ServerContext): Promise<Other2xxRun> {
+  return ctx.once("other-2xx", async () => {
+    const business = ctx.options.otherBusinessId;
+    const webhook = await ctx.register("other-2xx", ["lead.expired"], business);
+    const firstAnswer = new Map<string, number>();
+    // Each event's first attempt the next of OTHER_2XX; an attempt again of an event answered 200.
+    ctx.receiver.respond(webhook.endpoint, (d) => {
+      const id = envelopeOf(d).id;
+      if (firstAnswer.has(id)) return answers.ok;
+      const status = OTHER_2XX[firstAnswer.size % OTHER_2XX.length]!;
+      firstAnswer.set(id, status);
+      return answers.status(status);
+    });
+    await Promise.all(OTHER_2XX.map(() => ctx.control.trigger("lead.expired", business)));
+    await ctx.arrivals(webhook.endpoint, 0, OTHER_2XX.length, `${OTHER_2XX.length} first attempts answered ${OTHER_2XX.join(", ")}`);
+    // Long enough for each event's first retry, had any answer been taken for a failure.
+    await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds[0]! * 1.2));
+    const ids = ctx.receiver.at(webhook.endpoint).map((d) => envelopeOf(d).id);
+    return { events: [...firstAnswer].map(([id, status]) => ({ id, firstAnswer: status, attempts: ids.filter((i) => i === id).length })) };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Scenario: first attempts of several events fail together: the counter spans the webhook's events.
 
 function failuresAcrossEvents(ctx: ServerContext): Promise<{ webhook: RegisteredWebhook; afterDisabled: Delivery[] }> {
@@ -692,15 +806,20 @@ function registrationRule(options: {
 }
 
 /** The shared webhook URL cases (conformance/vectors/webhook-urls.json) a certifying server must refuse. */
-function webhookUrlCases(): { nonPublicAddresses: string[]; malformed: string[] } {
+function webhookUrlCases(): { nonPublicAddresses: string[]; malformed: string[]; publicAddresses: string[] } {
   const cases = JSON.parse(readFileSync(path.join(packageRoot, "conformance/vectors/webhook-urls.json"), "utf8")) as {
     refused: string[];
     loopback: string[];
     malformed: string[];
+    accepted: string[];
   };
   // IP literals only: names would depend on the resolver of the machine that runs the implementation.
   const isAddress = (url: string) => isIP(new URL(url).hostname.replace(/^\[|\]$/g, "")) !== 0;
-  return { nonPublicAddresses: cases.refused.filter((url) => !cases.loopback.includes(url) && isAddress(url)), malformed: cases.malformed };
+  return {
+    nonPublicAddresses: cases.refused.filter((url) => !cases.loopback.includes(url) && isAddress(url)),
+    malformed: cases.malformed,
+    publicAddresses: cases.accepted.filter(isAddress),
+  };
 }
 
 const registrationSchema = () => loadContract().resolve("#/components/schemas/WebhookRegistration") as {
@@ -795,6 +914,21 @@ export const serverChecks: ServerCheck[] = [
     title: "Registering a webhook whose host is an address that is not globally routable unicast (private, link-local, multicast, reserved, NAT64, 6to4, ...) is refused: 422, pointer /url; loopback is accepted while certifying.",
     cases: (_ctx, valid) => webhookUrlCases().nonPublicAddresses.map((url) => ({ body: { ...valid, url }, pointer: "/url" })),
   }),
+  defineCheck({
+    id: "registration-accepts-public-addresses",
+    section: "§2.2, D22",
+    title: "Registering a webhook whose host is a globally routable unicast address (IPv4, IPv6, IPv4-mapped IPv6) is accepted: 201.",
+    scenario: "the second client registers each public IP-literal URL of the shared cases for its business, for which no event is ever triggered (nothing is sent there)",
+    async run(ctx) {
+      const urls = webhookUrlCases().publicAddresses;
+      const actual = [];
+      for (const url of urls) {
+        const answer = await ctx.registerRawAsSecondClient({ url, events: ["lead.expired"], businessID: ctx.options.secondClientBusinessId, secret: ctx.newSecret() });
+        actual.push({ url, status: answer.status });
+      }
+      expectEqual(actual, urls.map((url) => ({ url, status: 201 })), "a webhook for a public address was refused (D22: every globally routable unicast address is accepted)");
+    },
+  }),
   registrationRule({
     id: "registration-rejects-malformed-urls",
     section: "§2.2, D28",
@@ -819,6 +953,24 @@ export const serverChecks: ServerCheck[] = [
         return { status: a.status, type: problem?.type, pointer: pointers.includes("/businessID") ? "/businessID" : pointers };
       });
       expectEqual(actual, [0, 1].map(() => ({ status, type, pointer: "/businessID" })), "a registration for another partner's business was not refused as documented");
+    },
+  }),
+  defineCheck({
+    id: "untrusted-certificate-fails-the-attempt",
+    section: "§6, D6, D22",
+    title: "An attempt to a receiver whose certificate does not chain to a trusted CA fails at the handshake, and is retried.",
+    scenario: "the receiver presents a certificate of another CA while an event is triggered, then its own again",
+    async run(ctx) {
+      expectRefused((await certificates(ctx)).untrusted, "a certificate of a CA the implementation does not trust");
+    },
+  }),
+  defineCheck({
+    id: "wrong-host-certificate-fails-the-attempt",
+    section: "§6, D6, D22",
+    title: "An attempt to a receiver whose certificate, of a trusted CA, is for another host name fails, and is retried.",
+    scenario: "the receiver presents a certificate of the trusted CA for wrong-host.invalid while an event is triggered, then its own again",
+    async run(ctx) {
+      expectRefused((await certificates(ctx)).wrongHost, "a certificate of the trusted CA for another host (wrong-host.invalid)");
     },
   }),
   defineCheck({
@@ -1143,6 +1295,23 @@ export const serverChecks: ServerCheck[] = [
         { delivered: delivered.size, lastArrived, disableMails: mails.length },
         { delivered: events, lastArrived: true, disableMails: 0 },
         `the webhook was disabled, or events were not delivered, though a success ended ${SPLIT_GAP_MS} ms after 2 failures and ${SPLIT_GAP_MS} ms before 3: outcomes must be recorded in the order their attempts ended (D7), not a batch's failures before its successes`,
+      );
+    },
+  }),
+  defineCheck({
+    id: "any-2xx-counts-as-success",
+    section: "§6, D6",
+    title: "Any 2xx answer is a successful attempt, whatever its code: the event is not attempted again.",
+    scenario: `${OTHER_2XX.length} events whose first attempts are answered ${OTHER_2XX.join(", ")}`,
+    async run(ctx) {
+      const { events } = await other2xxAnswers(ctx);
+      expectThat(events.length >= OTHER_2XX.length, "the events' first attempts did not all arrive", `${OTHER_2XX.length} events`, `${events.length}`);
+      const again = events.filter((e) => e.attempts > 1);
+      expectThat(
+        again.length === 0,
+        "an attempt answered with a 2xx other than 200 was taken for a failure and made again (D6: any 2xx succeeds)",
+        "each event attempted once",
+        again.map((e) => `${e.id}: first attempt answered ${e.firstAnswer}, ${e.attempts} attempts`),
       );
     },
   }),

@@ -21,6 +21,8 @@ export interface PartsContext {
   leaseMs: number;
   /** Pools connections per receiver and trusts extra CAs. */
   dispatcher: Dispatcher;
+  /** PEM of the extra CAs the dispatcher trusts besides the public ones (a conformance receiver's), if any. */
+  webhookCa?: string;
   /** Real ms an attempt may take before it has failed (D6, D24). */
   attemptTimeoutRealMs: number;
   addressPolicy: AddressPolicy;
