@@ -521,8 +521,8 @@ async function presentedFor(ctx: ServerContext, webhook: RegisteredWebhook, busi
   const refusals = refused();
   // Their retries, or later ones where a retry came before the own certificate was back (a scaled clock's short waits).
   await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds.slice(0, 3).reduce((a, b) => a + b, 0) * 1.2));
-  // The first deliveries of a run: one that trusts no certificate of the suite stops here with what to change.
-  await ctx.arrivals(webhook.endpoint, since, 1, "a retry once the receiver's own certificate was back");
+  // The first deliveries of a run: one that refuses the receiver's own certificate too stops here with what to change.
+  if (ctx.receiver.refusals.some((r) => r.presented === "own")) await ctx.arrivals(webhook.endpoint, since, 1, "a retry once the receiver's own certificate was back");
   const delivered = new Set(ctx.receiver.at(webhook.endpoint).slice(since).filter((d) => d.presented === "own" && isSuccess(d)).map((d) => envelopeOf(d).id));
   return { accepted, refusals, events, delivered: delivered.size };
 }
