@@ -10,7 +10,7 @@ import { newEventId, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type Outcome, type PartsOverride } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
-import { urlFormProblem } from "../../src/server/ssrf.js";
+import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
 import { faultyRecorder } from "./recorder.js";
 
@@ -77,7 +77,7 @@ function oldDenylist(url: string): string | undefined {
     denied.addSubnet(net, bits, "ipv4");
   }
   for (const [net, bits] of [["::", 128], ["fc00::", 7], ["fe80::", 10]] as const) denied.addSubnet(net, bits, "ipv6");
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  const host = hostOf(url);
   const plain = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(host)?.[1] ?? host;
   const family = isIP(plain);
   return family && denied.check(plain, family === 6 ? "ipv6" : "ipv4") ? `the host ${host} is private` : undefined;
@@ -406,7 +406,7 @@ export const brokenServers: BrokenServer[] = [
       async refuseUrl(url: string) {
         const refused = await base.refuseUrl(url);
         if (refused) return refused;
-        const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+        const host = hostOf(url);
         return host === "127.0.0.1" || host === "::1" ? undefined : `the host ${host} is not loopback`;
       },
     }),

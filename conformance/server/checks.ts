@@ -10,6 +10,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { packageRoot } from "../../src/paths.js";
 import { eventExample } from "../../src/spec.js";
 import { parseEvent, type EventName } from "@partner-platform/sdk";
+import { hostOf } from "../../src/server/ssrf.js";
 import { loadContract } from "../api/contract.js";
 import { defineCheck, expectEqual, expectThat, type Check, type CheckRecorder, type Timeline, type TimelineAttempt } from "../framework/check.js";
 import { createTestCa, issueServerCertificate } from "../harness/pki.js";
@@ -487,7 +488,7 @@ function certificates(ctx: ServerContext): Promise<{ untrusted: CertificateRun; 
   return ctx.once("certificates", async () => {
     const business = ctx.options.otherBusinessId;
     const webhook = await ctx.register("certificates", ["lead.expired"], business);
-    const host = new URL(ctx.receiver.url("")).hostname.replace(/^\[|\]$/g, "");
+    const host = hostOf(ctx.receiver.url(""));
     const untrusted = { label: "untrusted", ...(await issueServerCertificate(await createTestCa(1), host)) };
     const wrongHost = { label: "wrong-host", ...(await ctx.receiver.issue("wrong-host.invalid")) };
     return {
@@ -814,7 +815,7 @@ function webhookUrlCases(): { nonPublicAddresses: string[]; malformed: string[];
     accepted: string[];
   };
   // IP literals only: names would depend on the resolver of the machine that runs the implementation.
-  const isAddress = (url: string) => isIP(new URL(url).hostname.replace(/^\[|\]$/g, "")) !== 0;
+  const isAddress = (url: string) => isIP(hostOf(url)) !== 0;
   return {
     nonPublicAddresses: cases.refused.filter((url) => !cases.loopback.includes(url) && isAddress(url)),
     malformed: cases.malformed,

@@ -55,7 +55,7 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
           registration: options.variant?.registration,
           rules: options.variant?.rules,
           ...(virtualAttemptTimeoutMs ? { virtualAttemptTimeoutMs } : {}),
-          ...(options.variant?.recordLingerMs ? { recordLingerMs: options.variant.recordLingerMs } : {}),
+          recordLingerMs: options.variant?.recordLingerMs,
           log: () => undefined,
         });
         return { url: server.url, stop: () => server.close() };

@@ -163,7 +163,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       owner,
       leaseMs,
       dispatcher,
-      ...(options.webhookCa ? { webhookCa: options.webhookCa } : {}),
+      webhookCa: options.webhookCa,
       attemptTimeoutRealMs: timeoutMs,
       addressPolicy: addresses,
       transport: async (mail) => {

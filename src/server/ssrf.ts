@@ -24,7 +24,8 @@ function classify(address: string): string {
 /** RFC 6761: these names are loopback, whatever a resolver says. */
 const isLoopbackName = (host: string) => host === "localhost" || host.endsWith(".localhost") || host === "localhost.localdomain";
 
-const hostOf = (url: string) => new URL(url).hostname.replace(/^\[|\]$/g, "");
+/** A URL's host as an address or name: an IPv6 address without its brackets. */
+export const hostOf = (url: string) => new URL(url).hostname.replace(/^\[|\]$/g, "");
 
 const flagsHint = (allowLoopback: boolean) =>
   allowLoopback
