@@ -4,7 +4,7 @@
 // at the HTTP surface, so the reference server's code carries no API faults.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { request } from "undici";
+import { Agent, request } from "undici";
 import { loadContract, mediaTypeOf } from "./contract.js";
 
 export interface BrokenApi {
@@ -17,6 +17,7 @@ export const brokenApis = [
   { id: "500-on-malformed-json", description: "A body that is not JSON gets a 500 instead of a 400 problem." },
   { id: "no-scope-check", description: "A token works for every operation, whatever scope it was issued for." },
   { id: "no-failed-auth-throttle", description: "The token endpoint never throttles failed client authentication: every wrong secret is another 401." },
+  { id: "throttles-per-client-id-only", description: "Failed client authentications are counted per client_id only: spread over many client ids, they are never throttled (D30's budget per address)." },
   { id: "no-basic-client-auth", description: "The token endpoint refuses HTTP Basic client authentication (client_id and client_secret required in the form)." },
   { id: "accepts-two-authentication-methods", description: "The token endpoint takes the form's credentials when HTTP Basic is sent too." },
   { id: "last-repeated-parameter-wins", description: "The token endpoint reads a repeated form parameter as its last value." },
@@ -29,12 +30,19 @@ export const brokenApis = [
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
   { id: "no-live-token-cap", description: "Every token issued keeps working: issuing more never revokes a client's oldest (D32)." },
+  { id: "unknown-category-matches-nothing", description: "A service request for a category that does not exist is stored as unmatched (201) instead of refused with 404 (D13)." },
+  { id: "unknown-business-forbidden", description: "A registration for a business that does not exist gets 403 business-forbidden instead of 404 not-found (D16, D27)." },
+  { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
 export const legalApis = [
   { id: "other-partners-businesses", description: "Businesses with ids of one to three characters belong to another partner: registering a webhook for one is 403 business-forbidden (D27)." },
   { id: "rate-limited", description: "The first request to each operation gets 429 with Retry-After: 1 (D18: rate limits are the deployment's)." },
+  {
+    id: "behind-one-address",
+    description: "A proxy in front, as Docker's published ports are: the implementation sees every request come from one address, so D30's budget per address counts the suite's requests from all its addresses together.",
+  },
 ] as const satisfies readonly BrokenApi[];
 
 export type BrokenApiId = (typeof brokenApis)[number]["id"] | (typeof legalApis)[number]["id"];
@@ -53,15 +61,33 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** The client id of a token request: HTTP Basic's, else the form's. */
+function clientIdOf(req: IncomingMessage, body: Buffer): string {
+  const basic = /^Basic (\S+)$/i.exec(req.headers.authorization ?? "")?.[1];
+  if (basic) return decodeURIComponent(Buffer.from(basic, "base64").toString("utf8").split(":")[0]!.replace(/\+/g, " "));
+  return new URLSearchParams(body.toString("utf8")).get("client_id") ?? "";
+}
+
 /** Starts a front on 127.0.0.1 (port 0) that forwards to `upstream` with the fault `id`. */
 export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise<{ url: string; close(): Promise<void> }> {
   const contract = loadContract();
   const token = contract.tokenOperation;
   const search = contract.apiOperations.find((o) => o.operationId === "searchBusinesses")!;
+  const create = contract.apiOperations.find((o) => o.operationId === "createServiceRequest")!;
+  const knownCategory = (create.successExamples[0]!.body as { categoryID: string }).categoryID;
   /** no-scope-check: each token issued → a token of the same client with every scope it may have. */
   const widened = new Map<string, string>();
   /** no-live-token-cap: each token issued → how it was asked for, and the reference's token it stands for now. */
   const kept = new Map<string, { headers: Record<string, string>; body: Buffer; current: string }>();
+
+  /** Forwarded from the address each request came from (a loopback one), so the reference's budget per address (D30) counts it as the client's; behind-one-address: from the front's own. */
+  const fromAddress = new Map<string, Agent>();
+  const dispatcherFor = (req: IncomingMessage) => {
+    if (id === "behind-one-address") return undefined;
+    const address = req.socket.remoteAddress ?? "127.0.0.1";
+    if (!fromAddress.has(address)) fromAddress.set(address, new Agent({ localAddress: address }));
+    return fromAddress.get(address)!;
+  };
 
   async function forward(req: IncomingMessage, body: Buffer, headers: Record<string, string> = {}): Promise<Forwarded> {
     const outgoing: Record<string, string> = {};
@@ -72,6 +98,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       method: req.method as "GET",
       headers: { ...outgoing, ...headers },
       ...(body.length > 0 ? { body } : {}),
+      dispatcher: dispatcherFor(req),
     });
     return { status: response.statusCode, headers: response.headers, body: Buffer.from(await response.body.arrayBuffer()) };
   }
@@ -84,6 +111,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   }
 
   const register = contract.apiOperations.find((o) => o.operationId === "registerWebhook")!;
+  /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
+  const failuresOf = new Map<string, number>();
+  const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
   const limitedOnce = new Set<string>();
   const problem = (res: ServerResponse, status: number, slug: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): void =>
     void res
@@ -134,6 +164,16 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "no-failed-auth-throttle" && isToken) {
       const answer = await forward(req, body);
       if (answer.status !== 429) return reply(res, answer);
+      res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
+      return;
+    }
+    if (id === "throttles-per-client-id-only" && isToken) {
+      // The reference's 429 is kept only once the client id has spent its own budget.
+      const clientId = clientIdOf(req, body);
+      const answer = await forward(req, body);
+      if (answer.status === 401) failuresOf.set(clientId, (failuresOf.get(clientId) ?? 0) + 1);
+      if (answer.status !== 429 || (failuresOf.get(clientId) ?? 0) >= perClientId) return reply(res, answer);
+      failuresOf.set(clientId, (failuresOf.get(clientId) ?? 0) + 1);
       res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
       return;
     }
@@ -220,7 +260,23 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, body, wide ? { authorization: `Bearer ${wide}` } : {}));
     }
 
+    if (id === "unknown-category-matches-nothing" && req.method === create.method && path === create.path) {
+      const answer = await forward(req, body);
+      if (answer.status !== 404) return reply(res, answer);
+      // The reference's 201 for a category it has, at a zip code no business serves, given the category sent.
+      const sent = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
+      const unmatched = await forward(req, Buffer.from(JSON.stringify({ ...sent, categoryID: knownCategory, zipCode: "00000" })));
+      const stored = JSON.parse(unmatched.body.toString("utf8")) as Record<string, unknown>;
+      unmatched.body = Buffer.from(JSON.stringify({ ...stored, categoryID: sent.categoryID, zipCode: sent.zipCode }));
+      return reply(res, unmatched);
+    }
     const answer = await forward(req, body);
+    if (id === "unknown-business-forbidden" && req.method === register.method && path === register.path && answer.status === 404) {
+      return problem(res, 403, "business-forbidden", "This client does not act for that business.", { errors: [{ pointer: "/businessID", detail: "not a business of this client" }] });
+    }
+    if (id === "search-unknown-category-404" && req.method === search.method && path === search.path && answer.status === 200) {
+      if ((JSON.parse(answer.body.toString("utf8")) as { businesses: unknown[] }).businesses.length === 0) return problem(res, 404, "not-found", "No business serves that category.");
+    }
     if (id === "wrong-type-response-field" && req.method === search.method && path === search.path && answer.status === 200) {
       const result = JSON.parse(answer.body.toString("utf8")) as { businesses: { reviewCount: unknown }[] };
       for (const business of result.businesses) business.reviewCount = String(business.reviewCount);
@@ -242,10 +298,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
+    async close() {
+      await new Promise<void>((resolve, reject) => {
         server.closeAllConnections();
         server.close((error) => (error ? reject(error) : resolve()));
-      }),
+      });
+      await Promise.all([...fromAddress.values()].map((agent) => agent.close()));
+    },
   };
 }

@@ -1,10 +1,12 @@
 // The API checks, built from the contract: four for the token endpoint, and for each API operation
 // its success example, authentication, scope, bad bodies or queries, and generated inputs. Every
 // answer is validated against the OpenAPI document (status declared, headers, content type, body).
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomInt } from "node:crypto";
+import { isIPv4 } from "node:net";
 import fc from "fast-check";
-import { CheckFailed, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
-import type { Contract, Operation, QueryParameter, ResponseSeen } from "./contract.js";
+import { Agent } from "undici";
+import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
+import { UNKNOWN_ID, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
 import { seen, type ApiContext } from "./context.js";
 import { arbitraryOf, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
@@ -318,15 +320,121 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
       }
       const response = await attempt();
       expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perClientId + 1}`);
-      const retryAfter = Number(response.headers["retry-after"]);
-      expectThat(
-        Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= budget.windowSeconds,
-        "Retry-After is not the whole seconds left in the window",
-        `1 to ${budget.windowSeconds}`,
-        response.headers["retry-after"] ?? "(none)",
-      );
+      expectRetryAfterInWindow(response, budget.windowSeconds);
     },
   });
+}
+
+/** D30: a throttled request's Retry-After is the whole seconds left in the window. */
+function expectRetryAfterInWindow(response: ResponseSeen, windowSeconds: number): void {
+  const retryAfter = Number(response.headers["retry-after"]);
+  expectThat(
+    Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= windowSeconds,
+    "Retry-After is not the whole seconds left in the window",
+    `1 to ${windowSeconds}`,
+    response.headers["retry-after"] ?? "(none)",
+  );
+}
+
+/**
+ * D30's budget per source address: failed authentications from one address, spread over made-up client
+ * ids that each stay within their own budget, then one more from that address gets 429 with Retry-After.
+ * Sent from a loopback address of the suite's own (127.x.y.z, new each try), so the address the suite
+ * certifies from is not throttled: it runs only where the token endpoint is on 127.0.0.0/8 or
+ * `localhost` and the machine can send from another loopback address (Linux can; macOS by default
+ * cannot). Where the implementation sees both addresses as one (a proxy or NAT between them, e.g.
+ * Docker's published ports), the suite's own failures count too, and its own address is throttled
+ * after the check: the check waits that out, so that whatever runs next is not refused. It comes last
+ * in the suite for that reason. Two tries, each from a new address: a window that ends during one
+ * (a window aligned to the clock) cannot end during the next, seconds later.
+ */
+function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["failedAuthThrottle"]>): ApiCheck {
+  const op = contract.tokenOperation;
+  const limited = contract.problem("rate-limited").status;
+  const refused = contract.oauthErrorStatus("invalid_client");
+  const clientIds = Math.ceil(budget.perAddress / budget.perClientId);
+  const WIDTH = 8;
+  return defineCheck<ApiContext>({
+    id: "token-throttles-failed-authentication-per-address",
+    section: `${op.section}, D30`,
+    title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After.`,
+    scenario: `from a loopback address of its own, requests a token with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another`,
+    async run(ctx) {
+      const host = new URL(ctx.options.authUrl).hostname.replace(/^\[|\]$/g, "");
+      if (host !== "localhost" && !(isIPv4(host) && host.startsWith("127."))) {
+        throw new CheckSkipped(`needs the token endpoint on a loopback address, to send from another one; ${host} is not (certify a local instance for this check)`);
+      }
+      const seenTries = [];
+      for (let tries = 1; tries <= 2; tries++) {
+        // Under NAT the implementation counts the suite's other failed authentications of this run too.
+        const before = ctx.failedAuthentications;
+        const from = `127.${1 + randomInt(254)}.${randomInt(256)}.${1 + randomInt(254)}`;
+        const dispatcher = new Agent({ localAddress: from, connect: { family: 4 } });
+        try {
+          const prefix = `certify-address-${randomBytes(4).toString("hex")}`;
+          const attempt = (clientId: string) =>
+            ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false, dispatcher });
+          const early: { failure: number; answer: ReturnType<typeof seen> }[] = [];
+          let failures = 0;
+          try {
+            // A few client ids at a time, each id's failures in turn: an implementation slow to refuse (a
+            // constant-time check of a secret) still spends the budget well within the window.
+            await inParallel(WIDTH, clientIds, async (k) => {
+              for (let i = 0; i < budget.perClientId && k * budget.perClientId + i < budget.perAddress; i++) {
+                const response = await attempt(`${prefix}-${k}`);
+                failures++;
+                if (response.status !== refused) early.push({ failure: failures, answer: seen(response) });
+              }
+            });
+          } catch (error) {
+            if (failures === 0) throw new CheckSkipped(`cannot send from ${from}, another loopback address (${(error as Error).message}): this machine has only 127.0.0.1`);
+            throw error;
+          }
+          // Only the throttle may answer otherwise, once the suite's earlier failures have spent the budget
+          // with these (under NAT), allowing for the requests under way beside each.
+          const unexpected = early.filter((e) => e.answer.status !== limited || e.failure - 1 + before + (WIDTH - 1) < budget.perAddress);
+          expectThat(unexpected.length === 0, `a failed authentication from ${from} within the budgets was not answered ${refused}`, refused, unexpected.slice(0, 3));
+          const response = await attempt(`${prefix}-last`);
+          if (response.status === limited || early.length > 0) {
+            expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perAddress + 1} from ${from}`);
+            expectRetryAfterInWindow(response, budget.windowSeconds);
+            return await throttleOfOwnAddressEnded(ctx, limited, budget.windowSeconds);
+          }
+          seenTries.push({ from, next: seen(response) });
+        } finally {
+          await dispatcher.close();
+        }
+      }
+      throw new CheckFailed(`after ${budget.perAddress} failed authentications from one address, its next token request was not throttled (tried twice, each from a new address)`, limited, seenTries);
+    },
+  });
+}
+
+/**
+ * After the per-address check: where the implementation took the suite's other address for its own
+ * (a proxy or NAT), the suite's address is throttled now; waits for the window to end, as Retry-After
+ * says, and says so. A throttle that outlasts its Retry-After fails the check (D30).
+ */
+async function throttleOfOwnAddressEnded(ctx: ApiContext, limited: number, windowSeconds: number): Promise<string | undefined> {
+  const own = () =>
+    ctx.requestToken({ grant_type: "client_credentials", client_id: ctx.options.clientId, client_secret: ctx.options.clientSecret }, {}, { waitOnRateLimit: false });
+  const first = await own();
+  if (first.status !== limited) return undefined;
+  const seconds = Math.min(Number(first.headers["retry-after"]) || windowSeconds, windowSeconds) + 1;
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  const again = await own();
+  expectThat(again.status !== limited, `the suite's own address was throttled too, and still was ${seconds} s later, past its Retry-After`, "a token once the window ended", seen(again));
+  return `the implementation saw the suite's two addresses as one (a proxy or NAT between them): waited ${seconds} s for its window to end`;
+}
+
+/** Runs `work(0)` … `work(count - 1)`, at most `width` at once. */
+async function inParallel(width: number, count: number, work: (index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, count) }, async () => {
+      while (next < count) await work(next++);
+    }),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -353,6 +461,53 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       }
     }),
   );
+
+  // D13, D17: what a request naming nothing that exists gets (UNKNOWN_ID).
+  const notFound = contract.problem("not-found");
+  const bodyIds = Object.entries((example().input.body ?? {}) as Json).filter(([name, value]) => /ID$/.test(name) && typeof value === "string").map(([name]) => name);
+  if (declared(notFound.status) && bodyIds.length > 0) {
+    checks.push(
+      check(
+        "unknown-id-gets-404",
+        "D13, D16",
+        `The example body with ${bodyIds.map((n) => `\`${n}\``).join(" or ")} naming nothing that exists gets a ${notFound.status} not-found problem pointing at that member.`,
+        `sends the example body to ${request} with ${bodyIds.map((n) => `${n} ${UNKNOWN_ID}`).join(", then ")}`,
+        async (ctx) => {
+          for (const name of bodyIds) {
+            const response = await send(ctx, op, { query: example().input.query, body: { ...(example().input.body as Json), [name]: UNKNOWN_ID } }, await fullToken(ctx));
+            expectAnswer(ctx, op, response, [notFound.status], `${name} ${UNKNOWN_ID}`);
+            const problem = jsonOf(response);
+            expectThat(problem.type === notFound.type, `${name} ${UNKNOWN_ID}: the problem type is not not-found`, notFound.type, problem.type);
+            expectThat(namesPointer(problem, `/${name}`), `${name} ${UNKNOWN_ID}: errors[].pointer does not name /${name}`, `/${name}`, problem.errors ?? "(no errors)");
+          }
+        },
+      ),
+    );
+  }
+  const queryIds = op.query.filter((q) => /_id$/.test(q.name)).map((q) => q.name);
+  if (!declared(notFound.status) && queryIds.length > 0 && example().status === 200) {
+    checks.push(
+      check(
+        "unknown-id-gets-empty-list",
+        "D17",
+        `The example query with ${queryIds.join(" or ")} naming nothing that exists gets 200 and empty lists, not an error.`,
+        `sends the example query to ${request} with ${queryIds.map((n) => `${n}=${UNKNOWN_ID}`).join(", then ")}`,
+        async (ctx) => {
+          for (const name of queryIds) {
+            const response = await send(ctx, op, { query: { ...example().input.query, [name]: UNKNOWN_ID } }, await fullToken(ctx));
+            expectAnswer(ctx, op, response, [200], `${name}=${UNKNOWN_ID}`);
+            const lists = Object.entries(jsonOf(response)).filter(([, value]) => Array.isArray(value));
+            expectThat(
+              lists.length > 0 && lists.every(([, value]) => (value as unknown[]).length === 0),
+              `${name}=${UNKNOWN_ID}: the answer's lists are not empty`,
+              "every list empty",
+              seen(response),
+            );
+          }
+        },
+      ),
+    );
+  }
 
   const unauthenticated = problemStatus("unauthenticated");
   checks.push(
@@ -519,7 +674,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   checks.push(
     check(
       "generated-valid-inputs-accepted",
-      foreign ? "D13, D16, D17, D27" : "D13, D16, D17",
+      foreign ? "D13, D16, D17, D27" : "D13, D16",
       `Inputs generated from the schemas get ${accepted.join("/")}${foreign ? ` (or ${foreign.status} business-forbidden)` : ""}, never another 4xx or a 5xx, and answers that validate.`,
       `sends inputs generated from the schemas to ${request} (--runs of them, from --seed)`,
       async (ctx) => {
@@ -550,5 +705,10 @@ export function apiChecks(contract: Contract): ApiCheck[] {
   for (const op of contract.apiOperations) {
     if (op.body) flatten(op.body.schema, contract.resolve);
   }
-  return [...tokenChecks(contract), ...contract.apiOperations.flatMap((op) => operationChecks(contract, op))];
+  return [
+    ...tokenChecks(contract),
+    ...contract.apiOperations.flatMap((op) => operationChecks(contract, op)),
+    // Last: where a proxy or NAT hides the suite's second address, its own address is throttled for a while after it.
+    ...(contract.failedAuthThrottle ? [addressThrottleCheck(contract, contract.failedAuthThrottle)] : []),
+  ];
 }

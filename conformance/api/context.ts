@@ -1,7 +1,7 @@
 // What every API check works with: the contract, raw HTTP to the implementation (the checks need to
 // send what a typed client cannot: no token, broken JSON, wrong types), and cached tokens per scope set.
 import { Readable } from "node:stream";
-import { request } from "undici";
+import { request, type Dispatcher } from "undici";
 import type { Contract, Operation, ResponseSeen } from "./contract.js";
 
 export interface ApiSuiteOptions {
@@ -34,6 +34,8 @@ export interface CallInput {
   waitOnRateLimit?: boolean;
   /** The body sent with `Transfer-Encoding: chunked`, no Content-Length. */
   chunked?: boolean;
+  /** Sent through this dispatcher instead of the default one (e.g. from another source address, D30). */
+  dispatcher?: Dispatcher;
 }
 
 /** Rate limits are the deployment's (D18): a 429 is waited out this many times per request, each for at most this long. */
@@ -45,11 +47,13 @@ export interface ApiContext {
   /** Sends one request to an operation and reads the whole answer. */
   call(op: Operation, input: CallInput): Promise<ResponseSeen>;
   /** Posts a form to the token endpoint, as given (a parameter may repeat), with extra headers. */
-  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>, how?: Pick<CallInput, "waitOnRateLimit">): Promise<ResponseSeen>;
+  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>, how?: Pick<CallInput, "waitOnRateLimit" | "dispatcher">): Promise<ResponseSeen>;
   /** A token with exactly these scopes, obtained once per set. */
   token(scopes: readonly string[]): Promise<string>;
   /** Drops the tokens `token` obtained (a check that revoked them), so that later checks get new ones. */
   forgetTokens(): void;
+  /** Token requests of this run answered 401 (failed client authentication): they count toward the implementation's budgets (D30). */
+  readonly failedAuthentications: number;
 }
 
 /** The answer in a form that reads well in a report. */
@@ -63,12 +67,18 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
   const tokens = new Map<string, Promise<string>>();
 
-  async function send(method: string, url: string, headers: Record<string, string>, body: string | Buffer | undefined, how: { waitOnRateLimit: boolean; chunked: boolean }): Promise<ResponseSeen> {
-    const { waitOnRateLimit, chunked } = how;
+  async function send(
+    method: string,
+    url: string,
+    headers: Record<string, string>,
+    body: string | Buffer | undefined,
+    how: { waitOnRateLimit: boolean; chunked: boolean; dispatcher?: Dispatcher },
+  ): Promise<ResponseSeen> {
+    const { waitOnRateLimit, chunked, dispatcher } = how;
     for (let waits = 0; ; waits++) {
       // A stream has no length: undici sends it chunked.
       const sent = chunked && body !== undefined ? Readable.from([Buffer.from(body)]) : body;
-      const response = await request(url, { method: method as "GET", headers, body: sent });
+      const response = await request(url, { method: method as "GET", headers, body: sent, dispatcher });
       const seen = { status: response.statusCode, headers: response.headers, text: await response.body.text() };
       const seconds = seen.status === 429 ? retryAfterSeconds(seen.headers["retry-after"]) : undefined;
       if (!waitOnRateLimit || seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return seen;
@@ -81,11 +91,15 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     const headers: Record<string, string> = { ...input.headers };
     if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
     if (input.body !== undefined) headers["content-type"] = input.contentType ?? "application/json";
-    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body, { waitOnRateLimit: input.waitOnRateLimit ?? true, chunked: input.chunked ?? false });
+    return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body, { waitOnRateLimit: input.waitOnRateLimit ?? true, chunked: input.chunked ?? false, dispatcher: input.dispatcher });
   }
 
-  const requestToken: ApiContext["requestToken"] = (form, headers, how) =>
-    call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType, headers, ...how });
+  let failedAuthentications = 0;
+  const requestToken: ApiContext["requestToken"] = async (form, headers, how) => {
+    const response = await call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType, headers, ...how });
+    if (response.status === 401) failedAuthentications++;
+    return response;
+  };
 
   async function obtain(scopes: readonly string[]): Promise<string> {
     const response = await requestToken({
@@ -117,6 +131,9 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
       return tokens.get(key)!;
     },
     forgetTokens: () => tokens.clear(),
+    get failedAuthentications() {
+      return failedAuthentications;
+    },
   };
 }
 

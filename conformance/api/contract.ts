@@ -102,6 +102,12 @@ const isJsonMediaType = (mediaType: string) => mediaType === "application/json" 
 let loaded: Contract | undefined;
 
 /** The contract of generated/openapi/openapi.yaml (loaded once). */
+/**
+ * An identifier of D14's form that the suites take as naming nothing: a certified implementation has
+ * no category and no business with it (the 404 of D13, the empty search of D17).
+ */
+export const UNKNOWN_ID = "9999999999999999999";
+
 export function loadContract(): Contract {
   loaded ??= buildContract(parseYaml(readFileSync(specPaths.openapi, "utf8")) as Json);
   return loaded;

@@ -63,6 +63,14 @@ export class CheckFailed extends Error {
 }
 
 /**
+ * The check cannot run against this target (the message says why and what would let it run): no
+ * verdict, as for a check not selected, and the row says so.
+ */
+export class CheckSkipped extends Error {
+  override readonly name = "CheckSkipped";
+}
+
+/**
  * The implementation is not set up for certification (unreachable, refuses the suite's receiver URL,
  * does not trust its CA, ...): no verdict can be given, so the run stops with this one message, which
  * says what to change.
@@ -89,7 +97,7 @@ export interface CheckResult {
   durationMs: number;
   /** Why it failed (or was skipped). */
   message?: string;
-  /** What a passing check reports about its run, e.g. "100 generated inputs (seed 42)". */
+  /** What a passing check reports about its run, e.g. "100 generated inputs (seed 42)", or why it could not run. */
   note?: string;
   expected?: unknown;
   actual?: unknown;
@@ -104,7 +112,7 @@ export interface SuiteReport {
   startedAt: string;
   durationMs: number;
   results: CheckResult[];
-  /** Every check that ran passed (skipped ones were asked to be skipped). */
+  /** Every check that ran passed (skipped ones were not selected, or could not run against the target and say why). */
   passed: boolean;
 }
 
@@ -157,7 +165,9 @@ export async function runChecks<Ctx>(
         if (error instanceof SetupError) throw error;
         const durationMs = performance.now() - t0;
         result =
-          error instanceof CheckFailed
+          error instanceof CheckSkipped
+            ? { ...base, status: "skipped", durationMs, message: error.message, note: error.message, ...recorded() }
+            : error instanceof CheckFailed
             ? { ...base, status: "failed", durationMs, message: error.message, expected: error.expected, actual: error.actual, ...recorded() }
             : { ...base, status: "failed", durationMs, message: `unexpected error: ${(error as Error)?.message ?? String(error)}`, ...recorded() };
       }

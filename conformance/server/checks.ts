@@ -11,7 +11,7 @@ import { packageRoot } from "../../src/paths.js";
 import { eventExample } from "../../src/spec.js";
 import { parseEvent, type EventName } from "@partner-platform/sdk";
 import { hostOf } from "../../src/server/ssrf.js";
-import { loadContract } from "../api/contract.js";
+import { loadContract, UNKNOWN_ID } from "../api/contract.js";
 import { defineCheck, expectEqual, expectThat, type Check, type CheckRecorder, type Timeline, type TimelineAttempt } from "../framework/check.js";
 import { createTestCa, issueServerCertificate } from "../harness/pki.js";
 import { answers, type Delivery, type PresentedCertificate, type Refusal } from "../harness/receiver.js";
@@ -907,7 +907,7 @@ export const serverChecks: ServerCheck[] = [
     section: "§2.2, D16",
     title: "Registering a webhook for a business that does not exist is refused: 404 not-found, pointer /businessID.",
     problem: "not-found",
-    cases: (_ctx, valid) => [{ body: { ...valid, businessID: "9999999999999999999" }, pointer: "/businessID" }],
+    cases: (_ctx, valid) => [{ body: { ...valid, businessID: UNKNOWN_ID }, pointer: "/businessID" }],
   }),
   registrationRule({
     id: "registration-rejects-non-public-addresses",

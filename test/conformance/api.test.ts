@@ -80,12 +80,30 @@ describe("API certification", () => {
   });
 
   // What the contract leaves to an implementation: whose businesses are whose (D27) and rate limits (D18).
-  it.each(legalApis.map((b) => [b.id] as const))("certifies the legal variant %s", async (id) => {
+  // behind-one-address has a test of its own: it throttles the address every client of its server comes from.
+  it.each(legalApis.filter((b) => b.id !== "behind-one-address").map((b) => [b.id] as const))("certifies the legal variant %s", async (id) => {
     const front = await startBrokenApi(server.url, id);
     try {
       expect(failures(await certify(front.url))).toBe("");
     } finally {
       await front.close();
+    }
+  });
+
+  it("certifies an implementation that sees one address for all (behind-one-address), and waits out the throttle of its own address", { timeout: 150_000 }, async () => {
+    // A server of its own: for up to a minute after the check, it refuses every token request from 127.0.0.1.
+    const own = await startServer({ clock: { mode: "virtual" }, allowPrivateWebhooks: true, log: () => undefined });
+    const front = await startBrokenApi(own.url, "behind-one-address");
+    try {
+      const report = await certifyApi({ baseUrl: front.url, authUrl: front.url, clientId: client.clientId, clientSecret: client.clientSecret }, { only: ["token-rejects-wrong-secret", "token-throttles-failed-authentication-per-address"] });
+      expect(failures(report)).toBe("");
+      expect(report.results.find((r) => r.id === "token-throttles-failed-authentication-per-address")?.note).toMatch(/^the implementation saw the suite's two addresses as one .*: waited \d+ s for its window to end$/);
+      // Left as found: the client gets a token again.
+      const again = await fetch(`${front.url}/oauth2/token`, { method: "POST", body: new URLSearchParams({ grant_type: "client_credentials", client_id: client.clientId, client_secret: client.clientSecret }) });
+      expect(again.status).toBe(200);
+    } finally {
+      await front.close();
+      await own.close();
     }
   });
 

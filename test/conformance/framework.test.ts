@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
+import { CheckSkipped, defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
 import { compareWithExpected } from "../../conformance/framework/expected-failures.js";
 import { formatResult, formatSummary, toJUnitXml } from "../../conformance/framework/report.js";
 
@@ -71,6 +71,23 @@ describe("conformance framework", () => {
     expect(report.results[0]).toMatchObject({ status: "passed", note: "100 inputs" });
     expect(formatResult(report.results[0]!)).toMatch(/^PASS {2}tries-inputs .*§0 {2}\(100 inputs\)$/);
     expect(toJUnitXml(report)).toContain("<system-out><![CDATA[100 inputs]]></system-out>");
+  });
+
+  it("skips a check that cannot run against the target, says why in the row, and still certifies", async () => {
+    const cannot = defineCheck<unknown>({
+      id: "needs-loopback",
+      section: "§0",
+      title: "Needs a loopback target.",
+      scenario: "target",
+      run: async () => {
+        throw new CheckSkipped("needs the token endpoint on a loopback address");
+      },
+    });
+    const report = await runChecks("demo", "memory", [cannot], {});
+    expect(report.passed).toBe(true);
+    expect(report.results[0]).toMatchObject({ status: "skipped", message: "needs the token endpoint on a loopback address" });
+    expect(formatResult(report.results[0]!)).toMatch(/^SKIP {2}needs-loopback .*§0 {2}\(needs the token endpoint on a loopback address\)$/);
+    expect(formatSummary(report)).toMatch(/^CERTIFIED: .*0 passed, 0 failed, 1 skipped/);
   });
 
   it("stops the run at a SetupError and hands it to the caller", async () => {
