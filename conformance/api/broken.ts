@@ -33,12 +33,17 @@ export const brokenApis = [
   { id: "unknown-category-matches-nothing", description: "A service request for a category that does not exist is stored as unmatched (201) instead of refused with 404 (D13)." },
   { id: "unknown-business-forbidden", description: "A registration for a business that does not exist gets 403 business-forbidden instead of 404 not-found (D16, D27)." },
   { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
+  { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
 export const legalApis = [
   { id: "other-partners-businesses", description: "Businesses with ids of one to three characters belong to another partner: registering a webhook for one is 403 business-forbidden (D27)." },
   { id: "rate-limited", description: "The first request to each operation gets 429 with Retry-After: 1 (D18: rate limits are the deployment's)." },
+  {
+    id: "limits-token-requests-per-address",
+    description: "A rate limit of the deployment (D18): more than 100 token requests from one address within a second, successful or not, get 429 with Retry-After: 1. D30's budget per address cannot be seen under it.",
+  },
   {
     id: "behind-one-address",
     description: "A proxy in front, as Docker's published ports are: the implementation sees every request come from one address, so D30's budget per address counts the suite's requests from all its addresses together.",
@@ -111,6 +116,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   }
 
   const register = contract.apiOperations.find((o) => o.operationId === "registerWebhook")!;
+  /** limits-token-requests-per-address, throttles-address-after-100-failures: what each address spent in its window. */
+  const perAddress = new Map<string, { start: number; count: number }>();
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
@@ -166,6 +173,22 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (answer.status !== 429) return reply(res, answer);
       res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
       return;
+    }
+    if ((id === "limits-token-requests-per-address" || id === "throttles-address-after-100-failures") && isToken) {
+      const address = req.socket.remoteAddress ?? "";
+      const windowMs = id === "limits-token-requests-per-address" ? 1000 : 60_000;
+      const now = Date.now();
+      let window = perAddress.get(address);
+      if (!window || now - window.start >= windowMs) perAddress.set(address, (window = { start: now, count: 0 }));
+      const limit = 100;
+      if (window.count >= limit) {
+        const retryAfter = String(Math.max(1, Math.ceil((window.start + windowMs - now) / 1000)));
+        return problem(res, 429, "rate-limited", "Too many requests from this address.", {}, { "retry-after": retryAfter, "cache-control": "no-store" });
+      }
+      const answer = await forward(req, body);
+      // The general limit counts every request; the early throttle only failed authentications.
+      if (id === "limits-token-requests-per-address" || answer.status === 401) window.count++;
+      return reply(res, answer);
     }
     if (id === "throttles-per-client-id-only" && isToken) {
       // The reference's 429 is kept only once the client id has spent its own budget.

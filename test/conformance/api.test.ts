@@ -84,7 +84,12 @@ describe("API certification", () => {
   it.each(legalApis.filter((b) => b.id !== "behind-one-address").map((b) => [b.id] as const))("certifies the legal variant %s", async (id) => {
     const front = await startBrokenApi(server.url, id);
     try {
-      expect(failures(await certify(front.url))).toBe("");
+      const report = await certify(front.url);
+      expect(failures(report)).toBe("");
+      // Under a rate limit of the deployment that also answers successes (D18), D30's budget per address cannot be seen.
+      const perAddress = report.results.find((r) => r.id === "token-throttles-failed-authentication-per-address");
+      if (id === "limits-token-requests-per-address") expect(perAddress).toMatchObject({ status: "skipped", message: expect.stringMatching(/^a rate limit of the deployment answered 429 after about \d+ token requests/) });
+      else expect(perAddress?.status).toBe("passed");
     } finally {
       await front.close();
     }
