@@ -33,6 +33,7 @@ export const brokenApis = [
   { id: "unknown-category-matches-nothing", description: "A service request for a category that does not exist is stored as unmatched (201) instead of refused with 404 (D13)." },
   { id: "unknown-business-forbidden", description: "A registration for a business that does not exist gets 403 business-forbidden instead of 404 not-found (D16, D27)." },
   { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
+  { id: "search-ignores-unknown-category", description: "A search for a category that does not exist drops the category and answers the businesses of the zip code (D17: an empty list)." },
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
 ] as const satisfies readonly BrokenApi[];
 
@@ -292,6 +293,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const stored = JSON.parse(unmatched.body.toString("utf8")) as Record<string, unknown>;
       unmatched.body = Buffer.from(JSON.stringify({ ...stored, categoryID: sent.categoryID, zipCode: sent.zipCode }));
       return reply(res, unmatched);
+    }
+    if (id === "search-ignores-unknown-category" && req.method === search.method && path === search.path) {
+      const answer = await forward(req, body);
+      const query = new URL(req.url ?? "", "http://front").searchParams;
+      if (answer.status !== 200 || (JSON.parse(answer.body.toString("utf8")) as { businesses: unknown[] }).businesses.length > 0 || !query.has("category_id")) return reply(res, answer);
+      query.set("category_id", knownCategory);
+      return reply(res, await forward(Object.assign(req, { url: `${path}?${query}` }), body));
     }
     const answer = await forward(req, body);
     if (id === "unknown-business-forbidden" && req.method === register.method && path === register.path && answer.status === 404) {
