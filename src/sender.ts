@@ -73,6 +73,14 @@ export function connectionTo(url: string, trust: ReturnType<typeof tlsTrust>): D
   return new Client(new URL(url).origin, trust ? { connect: trust } : {});
 }
 
+/**
+ * undici's "bad response" with what is likeliest behind it: a `100 Continue` that the delivery never
+ * asked for, which undici refuses (D52). Other messages as they are.
+ */
+export function explainedAnswerError(message: string): string {
+  return /^bad response\b/.test(message) ? `${message}: not one HTTP/1.1 answer (an unasked 100 Continue is refused, D52)` : message;
+}
+
 /** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */
 export async function deliver(url: string, body: Buffer, options: DeliverOptions): Promise<DeliveryOutcome> {
   const rules = loadDeliveryRules();
@@ -96,7 +104,7 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
     const code = e.cause?.code ?? e.code;
     const message = e.cause?.message ?? e.message;
     const waited = options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000;
-    const reason = e.name === "TimeoutError" ? `no answer within ${waited / 1000} s` : code && !message.includes(code) ? `${message}, ${code}` : message;
+    const reason = e.name === "TimeoutError" ? `no answer within ${waited / 1000} s` : explainedAnswerError(code && !message.includes(code) ? `${message}, ${code}` : message);
     return { latencyMs: performance.now() - start, error: reason, ok: false };
   }
 }

@@ -27,6 +27,13 @@ beforeAll(async () => {
       more();
     } else if (path === "/trickle") res.writeHead(200, { "content-length": "10" }).write("x");
     else if (path === "/hang") return;
+    else if (path === "/continue") {
+      res.writeContinue();
+      res.writeHead(204).end();
+    } else if (path === "/early-hints") {
+      res.writeEarlyHints({ link: "</style.css>; rel=preload; as=style" });
+      res.writeHead(204).end();
+    }
     else res.writeHead(204).end();
   });
   server.listen(0, "127.0.0.1");
@@ -57,6 +64,13 @@ describe("send", () => {
       expect(result).toEqual({ error: "no complete answer within the attempt timeout", timedOut: true });
       expect(performance.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
     }
+  });
+
+  it("fails an answer with a 100 Continue the delivery did not ask for, saying so (D52), and skips a 103 Early Hints", async () => {
+    const deadlines = createDeadlines(60_000);
+    const unasked = await send(`${base}/continue`, body, "t=1,v1=00", deadlines.start());
+    expect(unasked).toEqual({ error: "bad response: not one HTTP/1.1 answer (an unasked 100 Continue is refused, D52)", timedOut: false });
+    expect(await send(`${base}/early-hints`, body, "t=1,v1=00", deadlines.start())).toEqual({ status: 204, timedOut: false });
   });
 
   it("throws at once when the engine stops (no outcome), and reports a refused connection as an error", async () => {

@@ -93,6 +93,15 @@ describe("deliver over HTTP", () => {
     expect(outcome.status).toBeUndefined();
   });
 
+  it("says what is likeliest behind undici's \"bad response\": a 100 Continue the delivery did not ask for (D52)", async () => {
+    answer = (_req, res) => {
+      res.writeContinue();
+      res.writeHead(204).end();
+    };
+    const outcome = await deliver(url, Buffer.from("{}"), { secret });
+    expect(outcome).toMatchObject({ ok: false, error: "bad response, UND_ERR_SOCKET: not one HTTP/1.1 answer (an unasked 100 Continue is refused, D52)" });
+  });
+
   it("reports a connection that closes without an answer", async () => {
     answer = (req) => req.socket.destroy();
     const outcome = await deliver(url, Buffer.from("{}"), { secret });

@@ -5,6 +5,7 @@
 // conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
 import type { Dispatcher } from "undici";
 import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
+import { explainedAnswerError } from "../../sender.js";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import { EXPIRE_DUE_LEADS, type Db, type Queryable } from "../store.js";
@@ -287,7 +288,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       } catch (e) {
         if (signal.aborted && !signal.timedOut) throw e;
         const timedOut = signal.timedOut || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
-        const error = timedOut ? "no complete answer within the attempt timeout" : ((e as { cause?: Error }).cause?.message ?? (e as Error).message);
+        const error = timedOut ? "no complete answer within the attempt timeout" : explainedAnswerError((e as { cause?: Error }).cause?.message ?? (e as Error).message);
         return { error, timedOut };
       }
     },
