@@ -39,11 +39,15 @@ describe("server certification", () => {
   });
 
   // Every legal timing passes, twice in a row here; `npm run bench -- flake` certifies each 20 times.
+  // A scaled clock's bands are real time: with every test file running beside it on 2 cores, the
+  // reference can be later than D25 allows on its own (a jitter run in one fresh-clone CI run of
+  // 2026-11-27: a lead.expired past the band), so a scaled run that fails is made once more; a wrong
+  // verdict fails both.
   describe.each(referenceTimings.filter((t) => t.id !== "lazy"))("in the $id timing ($clock clock)", (timing) => {
-    it.each([1, 2])("certifies the reference server, run %i", async () => {
+    it.each([1, 2])("certifies the reference server, run %i", { timeout: 120_000, retry: timing.clock === "scaled" ? 1 : 0 }, async () => {
       const clock = timing.clock === "virtual" ? ({ kind: "virtual" } as const) : scaled(3e-5);
       expect(notPassed(await certifyReference(clock, { timing, db }))).toEqual([]);
-    }, 120_000);
+    });
   });
 
   it("catches a server that waits 20% short in scaled time, within the tolerance bands", async () => {
