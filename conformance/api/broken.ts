@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
+import { basicCredentials } from "../../src/server/app.js";
 import { loadContract, mediaTypeOf } from "./contract.js";
 
 export interface BrokenApi {
@@ -69,9 +70,14 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 
 /** The client id of a token request: HTTP Basic's, else the form's. */
 function clientIdOf(req: IncomingMessage, body: Buffer): string {
-  const basic = /^Basic (\S+)$/i.exec(req.headers.authorization ?? "")?.[1];
-  if (basic) return decodeURIComponent(Buffer.from(basic, "base64").toString("utf8").split(":")[0]!.replace(/\+/g, " "));
+  const basic = basicCredentials(req.headers.authorization);
+  if (typeof basic === "object") return basic.clientId;
   return new URLSearchParams(body.toString("utf8")).get("client_id") ?? "";
+}
+
+/** The token endpoint's answer to a failed client authentication, as the reference writes it. */
+function refuseClient(res: ServerResponse): void {
+  res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
 }
 
 /** Starts a front on 127.0.0.1 (port 0) that forwards to `upstream` with the fault `id`. */
@@ -172,8 +178,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "no-failed-auth-throttle" && isToken) {
       const answer = await forward(req, body);
       if (answer.status !== 429) return reply(res, answer);
-      res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
-      return;
+      return refuseClient(res);
     }
     if ((id === "limits-token-requests-per-address" || id === "throttles-address-after-100-failures") && isToken) {
       const address = req.socket.remoteAddress ?? "";
@@ -198,8 +203,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (answer.status === 401) failuresOf.set(clientId, (failuresOf.get(clientId) ?? 0) + 1);
       if (answer.status !== 429 || (failuresOf.get(clientId) ?? 0) >= perClientId) return reply(res, answer);
       failuresOf.set(clientId, (failuresOf.get(clientId) ?? 0) + 1);
-      res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
-      return;
+      return refuseClient(res);
     }
     if (id === "no-basic-client-auth" && isToken && req.headers.authorization !== undefined) {
       const form = new URLSearchParams(body.toString("utf8"));

@@ -138,7 +138,7 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
 }
 
 /** Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); undefined if absent or unreadable. */
-function retryAfterSeconds(value: string | string[] | undefined): number | undefined {
+export function retryAfterSeconds(value: string | string[] | undefined): number | undefined {
   const text = Array.isArray(value) ? value[0] : value;
   if (text === undefined) return undefined;
   if (/^\d+$/.test(text.trim())) return Number(text.trim());

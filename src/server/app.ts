@@ -177,7 +177,7 @@ function loneSurrogateAt(value: unknown, pointer = ""): string | undefined {
 const tokenHash = (token: string) => createHash("sha256").update(token).digest("hex");
 
 /** Client credentials from `Authorization: Basic` (RFC 6749 §2.3.1: each form-urlencoded), "malformed", or none. */
-function basicCredentials(header: string | undefined): { clientId: string; clientSecret: string } | "malformed" | undefined {
+export function basicCredentials(header: string | undefined): { clientId: string; clientSecret: string } | "malformed" | undefined {
   if (header === undefined) return undefined;
   const match = /^Basic\s+([A-Za-z0-9+/]+={0,2})$/i.exec(header.trim());
   if (!match) return "malformed";
