@@ -16,9 +16,12 @@ function show(value: unknown): string {
   return inspect(value, { depth: 4, breakLength: Infinity, maxStringLength: 300 });
 }
 
-/** One console row: status, id, duration, and on failure what was expected and seen. */
-export function formatResult(result: CheckResult): string {
-  const row = `${STATUS[result.status]}  ${result.id.padEnd(44)} ${`${Math.round(result.durationMs)} ms`.padStart(8)}  ${result.section}${result.note ? `  (${result.note})` : ""}`;
+/** The width of the id column: the longest id given, so that rows align (44 where none is longer). */
+export const idColumn = (checks: readonly { id: string }[]): number => Math.max(44, ...checks.map((c) => c.id.length));
+
+/** One console row: status, id (padded to `width`), duration, and on failure what was expected and seen. */
+export function formatResult(result: CheckResult, width = 44): string {
+  const row = `${STATUS[result.status]}  ${result.id.padEnd(width)} ${`${Math.round(result.durationMs)} ms`.padStart(8)}  ${result.section}${result.note ? `  (${result.note})` : ""}`;
   if (result.status !== "failed") return row;
   const lines = [row, `      ${result.message ?? ""}`];
   if ("expected" in result || "actual" in result) {
@@ -77,7 +80,8 @@ export type ListedCheck = Pick<Check<unknown>, "id" | "section" | "title" | "sce
 
 /** A block per check: id and section, then what passes and how the suite observes it. */
 export function formatCheckList(suite: string, checks: readonly ListedCheck[]): string {
-  const blocks = checks.map((c) => `${c.id.padEnd(44)} ${c.section}\n    ${c.title}\n    scenario: ${c.scenario}\n`);
+  const width = idColumn(checks);
+  const blocks = checks.map((c) => `${c.id.padEnd(width)} ${c.section}\n    ${c.title}\n    scenario: ${c.scenario}\n`);
   return `${blocks.join("\n")}\n${checks.length} checks in the ${suite} suite\n`;
 }
 

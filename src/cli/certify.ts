@@ -10,6 +10,7 @@ import type { RunOptions, SuiteReport } from "../../conformance/framework/check.
 import {
   formatCheckList,
   formatResult,
+  idColumn,
   formatSummary,
   reportPathProblem,
   toListJson,
@@ -203,7 +204,8 @@ export function suiteCommand(cli: SuiteCli): Command {
         const problem = file === undefined ? undefined : await reportPathProblem(file);
         if (problem) throw new UsageError(`--${key}`, problem);
       }
-      const report = await start({ ...run, onResult: (result) => out(`${formatResult(result)}\n`) });
+      const width = idColumn(selected(checks, run));
+      const report = await start({ ...run, onResult: (result) => out(`${formatResult(result, width)}\n`) });
       out(`${formatSummary(report)}\n`);
       await writeReports(report, files);
       if (!report.passed) process.exitCode = 1;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CheckSkipped, defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
 import { compareWithExpected } from "../../conformance/framework/expected-failures.js";
-import { formatResult, formatSummary, toJUnitXml } from "../../conformance/framework/report.js";
+import { formatResult, formatSummary, idColumn, toJUnitXml } from "../../conformance/framework/report.js";
 
 const checks = [
   defineCheck<{ value: number }>({
@@ -70,6 +70,8 @@ describe("conformance framework", () => {
     const report = await runChecks("demo", "memory", [noted], {});
     expect(report.results[0]).toMatchObject({ status: "passed", note: "100 inputs" });
     expect(formatResult(report.results[0]!)).toMatch(/^PASS {2}tries-inputs .*§0 {2}\(100 inputs\)$/);
+    // The CLI pads ids to the longest of the run's checks (idColumn), so that the rows line up.
+    expect(formatResult(report.results[0]!, idColumn([{ id: "x".repeat(50) }]))).toMatch(/^PASS {2}tries-inputs {39} +\d+ ms {2}§0/);
     expect(toJUnitXml(report)).toContain("<system-out><![CDATA[100 inputs]]></system-out>");
   });
 
