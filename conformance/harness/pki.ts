@@ -1,11 +1,11 @@
 // The suite receiver's certificates: a CA that the implementation under test trusts, and a server
 // certificate issued from it for the exact host the receiver listens on. The CA is made per run, or kept
 // in a folder (--pki-dir) for an implementation started beforehand.
-import { X509Certificate, createPrivateKey } from "node:crypto";
+import { X509Certificate, createPrivateKey, randomBytes, webcrypto } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
-import { generate } from "selfsigned";
+import * as x509 from "@peculiar/x509";
 
 export interface TestCa {
   /** PEM of the CA certificate: what the implementation under test must trust. */
@@ -24,35 +24,65 @@ export interface TestPki {
 }
 
 const DAY_MS = 24 * 3600 * 1000;
-const keyOptions = { keyType: "ec", curve: "P-256", algorithm: "sha256" } as const;
+const algorithm = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
+// @peculiar/x509 is typed against the DOM's Crypto, which node:crypto's webcrypto is at run time.
+const crypto = webcrypto as unknown as NonNullable<Parameters<typeof x509.X509CertificateGenerator.create>[1]>;
+
+// What the strictest verifiers ask of a chain (OpenSSL's -x509_strict, Python 3.13's default
+// VERIFY_X509_STRICT): a Subject Key Identifier on each certificate, an Authority Key Identifier on the
+// issued one, and a critical basicConstraints on the CA.
+const validity = (days: number) => ({
+  serialNumber: `01${randomBytes(15).toString("hex")}`, // positive, 16 bytes
+  notBefore: new Date(Date.now() - 60_000), // a minute of clock skew
+  notAfter: new Date(Date.now() + days * DAY_MS),
+  signingAlgorithm: algorithm,
+});
+const pemKey = async (key: webcrypto.CryptoKey) => x509.PemConverter.encode(await webcrypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
+const newKeys = () => webcrypto.subtle.generateKey(algorithm, true, ["sign", "verify"]) as Promise<webcrypto.CryptoKeyPair>;
 
 export async function createTestCa(validDays = 7): Promise<TestCa> {
-  const ca = await generate([{ name: "commonName", value: "partner-platform conformance CA" }], {
-    ...keyOptions,
-    notAfterDate: new Date(Date.now() + validDays * DAY_MS),
-    extensions: [
-      { name: "basicConstraints", cA: true, critical: true },
-      { name: "keyUsage", keyCertSign: true, cRLSign: true, critical: true },
-    ],
-  });
-  return { caCert: ca.cert, caKey: ca.private };
+  const keys = await newKeys();
+  const ca = await x509.X509CertificateGenerator.createSelfSigned(
+    {
+      ...validity(validDays),
+      name: "CN=partner-platform conformance CA",
+      keys,
+      extensions: [
+        new x509.BasicConstraintsExtension(true, undefined, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey, false, crypto),
+      ],
+    },
+    crypto,
+  );
+  return { caCert: ca.toString("pem"), caKey: await pemKey(keys.privateKey) };
 }
 
 /** A server certificate for `host`: an IP address goes into the SAN as an IP, a name as a DNS name. */
 export async function issueServerCertificate(ca: TestCa, host: string): Promise<TestPki> {
-  const altName = isIP(host) ? { type: 7 as const, ip: host } : { type: 2 as const, value: host };
-  const server = await generate([{ name: "commonName", value: host }], {
-    ...keyOptions,
-    notAfterDate: new Date(Date.now() + 7 * DAY_MS),
-    ca: { key: ca.caKey, cert: ca.caCert },
-    extensions: [
-      { name: "basicConstraints", cA: false },
-      { name: "keyUsage", digitalSignature: true, critical: true },
-      { name: "extKeyUsage", serverAuth: true },
-      { name: "subjectAltName", altNames: [altName] },
-    ],
-  });
-  return { caCert: ca.caCert, cert: server.cert, key: server.private };
+  const caCert = new x509.X509Certificate(ca.caCert);
+  const der = createPrivateKey(ca.caKey).export({ type: "pkcs8", format: "der" });
+  const signingKey = await webcrypto.subtle.importKey("pkcs8", der, algorithm, false, ["sign"]);
+  const keys = await newKeys();
+  const server = await x509.X509CertificateGenerator.create(
+    {
+      ...validity(7),
+      subject: `CN=${host}`,
+      issuer: caCert.subject,
+      publicKey: keys.publicKey,
+      signingKey,
+      extensions: [
+        new x509.BasicConstraintsExtension(false),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+        new x509.SubjectAlternativeNameExtension([isIP(host) ? { type: "ip", value: host } : { type: "dns", value: host }]),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey, false, crypto),
+        await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey, false, crypto),
+      ],
+    },
+    crypto,
+  );
+  return { caCert: ca.caCert, cert: server.toString("pem"), key: await pemKey(keys.privateKey) };
 }
 
 /** Why a kept CA cannot be used (no key, expiring, key of another certificate), or undefined. */
@@ -62,6 +92,10 @@ function unusable(dir: string, files: { cert: string; key: string }): string | u
     const cert = new X509Certificate(readFileSync(files.cert));
     if (Date.parse(cert.validTo) < Date.now() + DAY_MS) return `the CA in ${files.cert} expires on ${cert.validTo}`;
     if (!cert.checkPrivateKey(createPrivateKey(readFileSync(files.key)))) return `${files.key} is not the key of ${files.cert}`;
+    if (!new x509.X509Certificate(cert.raw).getExtension(x509.SubjectKeyIdentifierExtension)) {
+      return `the CA in ${files.cert} has no Subject Key Identifier, which strict verifiers (Python 3.13's default) require`;
+    }
+    if (createPrivateKey(readFileSync(files.key)).asymmetricKeyDetails?.namedCurve !== "prime256v1") return `${files.key} is not a P-256 key`;
   } catch (error) {
     return `${files.cert} or ${files.key} is not readable PEM (${(error as Error).message})`;
   }

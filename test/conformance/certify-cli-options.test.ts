@@ -2,14 +2,15 @@
 // line, exit status 2), --list, secrets from the environment, the preflights that stop a run that cannot
 // give a verdict, and the receiver's host, port and kept CA.
 import { execFile } from "node:child_process";
-import { X509Certificate } from "node:crypto";
+import { X509Certificate, webcrypto } from "node:crypto";
 import { once } from "node:events";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import * as x509 from "@peculiar/x509";
 import { Command, CommanderError } from "commander";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { apiChecks } from "../../conformance/api/checks.js";
@@ -129,13 +130,17 @@ describe("certify --list", () => {
     ["api", apiChecks(loadContract())],
   ] as const;
 
-  it.each(suites)("%s: every check's id, section, title and scenario, with no other option", async (suite, checks) => {
+  it.each(suites)("%s: every check's id, section, title and scenario, with no other option, the sections in one column", async (suite, checks) => {
     const result = await certify([suite, "--list"]);
     expect(result.code).toBe(0);
+    const sectionColumns = new Set<number>();
     for (const check of checks) {
       expect(check.scenario.length, check.id).toBeGreaterThan(10);
-      expect(result.stdout).toContain(`${check.id.padEnd(44)} ${check.section}\n    ${check.title}\n    scenario: ${check.scenario}\n`);
+      const block = new RegExp(`^${check.id}( +)${escapeRegExp(check.section)}\n {4}${escapeRegExp(check.title)}\n {4}scenario: ${escapeRegExp(check.scenario)}\n`, "m").exec(result.stdout);
+      expect(block, check.id).not.toBeNull();
+      sectionColumns.add(check.id.length + block![1]!.length);
     }
+    expect([...sectionColumns]).toHaveLength(1);
     expect(result.stdout).toMatch(new RegExp(`\\n${checks.length} checks in the ${suite} suite\\n$`));
   });
 
@@ -318,6 +323,18 @@ describe("receiver certificates", () => {
     expect(name.subjectAltName).toBe("DNS:receiver.test");
   });
 
+  it("issues a chain that strict verifiers accept (OpenSSL's -x509_strict, Python 3.13's default): key identifiers on both, the CA's constraints critical", async () => {
+    const ca = await createTestCa();
+    const caCert = new x509.X509Certificate(ca.caCert);
+    const server = new x509.X509Certificate((await issueServerCertificate(ca, "127.0.0.1")).cert);
+    const caKeyId = caCert.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId;
+    expect(caKeyId).toMatch(/^[0-9a-f]{40}$/);
+    expect(caCert.getExtension(x509.BasicConstraintsExtension)).toMatchObject({ ca: true, critical: true });
+    expect(server.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId).toMatch(/^[0-9a-f]{40}$/);
+    expect(server.getExtension(x509.AuthorityKeyIdentifierExtension)?.keyId).toBe(caKeyId);
+    expect(await server.verify({ publicKey: caCert.publicKey, signatureOnly: true })).toBe(true);
+  });
+
   it("listens on the host and port asked for, with a certificate for that host", async () => {
     const probe = await listen(() => undefined);
     const port = Number(new URL(probe.url).port);
@@ -352,4 +369,29 @@ describe("receiver certificates", () => {
       `${oldDir} has no ca-key.pem (made by an earlier version): made a new CA in ${path.join(oldDir, "ca.pem")}; the implementation must trust it (restart it if it runs already)`,
     ]);
   });
+
+  it("renews a kept CA without a Subject Key Identifier (made by an earlier version), with a notice", async () => {
+    const keptDir = path.join(dir, "pki-without-ski");
+    const keys = (await webcrypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
+    const withoutSki = await x509.X509CertificateGenerator.createSelfSigned({
+      name: "CN=an earlier CA",
+      keys: keys as unknown as CryptoKeyPairOfX509,
+      signingAlgorithm: { name: "ECDSA", hash: "SHA-256" },
+      notAfter: new Date(Date.now() + 30 * 24 * 3600 * 1000),
+      extensions: [new x509.BasicConstraintsExtension(true, undefined, true)],
+    });
+    await mkdir(keptDir, { recursive: true });
+    await writeFile(path.join(keptDir, "ca.pem"), withoutSki.toString("pem"));
+    await writeFile(path.join(keptDir, "ca-key.pem"), x509.PemConverter.encode(await webcrypto.subtle.exportKey("pkcs8", keys.privateKey), "PRIVATE KEY"));
+    const notices: string[] = [];
+    const renewed = await loadOrCreateCa(keptDir, (line) => notices.push(line));
+    expect(new x509.X509Certificate(renewed.caCert).getExtension(x509.SubjectKeyIdentifierExtension)).not.toBeNull();
+    expect(notices).toEqual([
+      `the CA in ${path.join(keptDir, "ca.pem")} has no Subject Key Identifier, which strict verifiers (Python 3.13's default) require: made a new CA in ${path.join(keptDir, "ca.pem")}; the implementation must trust it (restart it if it runs already)`,
+    ]);
+  });
 });
+
+type CryptoKeyPairOfX509 = Parameters<typeof x509.X509CertificateGenerator.createSelfSigned>[0]["keys"];
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
