@@ -170,6 +170,12 @@ export const brokenServers: BrokenServer[] = [
     id: "lead-expired-names-another-lead",
     parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, data: { ...e.data, leadID: `${e.data.leadID as string}9` } } : e)),
   },
+  {
+    // A day before the lead was: the check's leniency for other leads of the business (made before the run) must not cover the suite's own.
+    id: "lead-expired-created-a-day-early",
+    parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, data: { ...e.data, createdAt: new Date(Date.parse(e.data.createdAt as string) - 86_400_000).toISOString() } } : e)),
+  },
+  { id: "lead-expired-created-at-expiry", parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, data: { ...e.data, createdAt: e.data.expiredAt } } : e)) },
   { id: "wrong-content-type", rules: (r) => ({ ...r, contentType: "text/plain" }) },
 
   // -- Filtering ---------------------------------------------------------------------------------

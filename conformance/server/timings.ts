@@ -39,15 +39,22 @@ export const referenceTimings: ReferenceTiming[] = [
     id: "background",
     clock: "virtual",
     description:
-      "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered; an unanswered attempt is given up after 5 real seconds; each disable e-mail is copied to the platform's own mailbox by Bcc (D26)",
+      "an attempt due now is made in the background, at a random moment up to 20 ms after the trigger answered; an unanswered attempt is given up after 5 real seconds; each disable e-mail is copied to the platform's own mailbox by Bcc (D26); envelope timestamps drop their fraction (D14), where data's timestamps keep it",
     timing: () => ({
       queued(makeDue) {
         setTimeout(() => void makeDue().catch(() => undefined), Math.random() * 20);
       },
     }),
     virtualAttemptTimeoutMs: 5000,
-    // nodemailer takes `bcc` with the rest of the message; the reference's mail type has no such field.
-    parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { bcc: "webhook-audit@partner-platform.example" })) }),
+    parts: (base) => ({
+      // nodemailer takes `bcc` with the rest of the message; the reference's mail type has no such field.
+      sendMail: (mail) => base.sendMail(Object.assign({}, mail, { bcc: "webhook-audit@partner-platform.example" })),
+      envelope(name, data, at) {
+        const made = base.envelope(name, data, at);
+        const envelope = JSON.parse(made.body) as { timestamp: string };
+        return { id: made.id, body: JSON.stringify({ ...envelope, timestamp: envelope.timestamp.replace(/\.\d+Z$/, "Z") }) };
+      },
+    }),
   },
   {
     id: "jitter",

@@ -1,12 +1,14 @@
 // `certify server` from the command line, against an implementation started beforehand that trusts the
-// suite's kept CA (--pki-dir) and mails its SMTP sink on a fixed port; the client's credentials come
-// from the environment; reports as JUnit and JSON.
+// suite's kept CA (--pki-dir) and mails its SMTP sink on a fixed port, and that `certify api` certified
+// first (its leads and webhooks stay in the store, as in a CI job that runs both suites against one
+// server); the client's credentials come from the environment; reports as JUnit and JSON.
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { certifyApi } from "../../conformance/api/index.js";
 import type { SuiteReport } from "../../conformance/framework/check.js";
 import { loadOrCreateCa } from "../../conformance/harness/pki.js";
 import { serverChecks } from "../../conformance/server/checks.js";
@@ -35,7 +37,9 @@ describe("partner-platform certify server (CLI)", () => {
       smtpUrl: `smtp://127.0.0.1:${smtpPort}`,
       log: () => undefined,
     });
-  });
+    const api = await certifyApi({ baseUrl: server.url, authUrl: server.url, clientId: client.clientId, clientSecret: client.clientSecret });
+    expect(api.results.filter((r) => r.status === "failed")).toEqual([]);
+  }, 120_000);
   afterAll(async () => {
     await server.close();
     await rm(dir, { recursive: true, force: true });
