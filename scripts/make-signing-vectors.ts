@@ -111,6 +111,15 @@ const vectors: Vector[] = [
   vector("non-hex", "64 characters that are not hex digits.", compact, "z".repeat(64), false, "malformed-signature"),
   vector("empty-header", "The header is present but empty.", compact, "", false, "missing-signature"),
   vector("missing-header", "No signature header at all.", compact, null, false, "missing-signature"),
+  vector(
+    "empty-secret",
+    "The receiver's secret is unset (empty), and the header is the HMAC keyed with no bytes, which anyone can make: refused, whatever the header.",
+    compact,
+    hmac(compact, ""),
+    false,
+    "missing-secret",
+    "",
+  ),
 ];
 
 /** The whole vector file, as committed. */

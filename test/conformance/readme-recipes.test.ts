@@ -11,7 +11,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { createNodeReceiver } from "../../examples/receivers/node-http.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
 import { describeOnEachNode, envWithNode, type NodeRuntime } from "../node-runtimes.js";
@@ -109,17 +108,17 @@ describeOnEachNode("README certify recipes, as written", (node) => {
     await expectCertified(await runRecipe(recipe!, cwd, node), cwd, "server");
   }, 180_000);
 
-  it("Certify your webhook receiver: against the node:http example receiver", async () => {
+  it("Certify your webhook receiver: against the node:http example receiver, started as the README says", async () => {
     const [recipe, ...more] = await recipesOf("Certify your webhook receiver");
     expect(more).toEqual([]);
     const port = portOf(recipe!.run, "--url");
     await expectFree(port);
-    const receiver = createNodeReceiver(webhookSecret, () => undefined).listen(port, "127.0.0.1");
+    const receiver = startExampleReceiver(node, { WEBHOOK_SECRET: webhookSecret, PORT: String(port) });
     try {
-      await once(receiver, "listening");
+      expect(await receiver.firstLine).toBe(`listening on http://127.0.0.1:${port}/`);
       await expectCertified(await runRecipe(recipe!, cwd, node), cwd, "receiver");
     } finally {
-      receiver.close();
+      receiver.child.kill();
     }
   }, 60_000);
 
@@ -136,3 +135,23 @@ describeOnEachNode("README certify recipes, as written", (node) => {
     }
   }, 180_000);
 });
+
+/** The node:http example run as the README's Run line says (`npx tsx examples/receivers/node-http.ts`), on `node`. */
+function startExampleReceiver(node: NodeRuntime, env: Record<string, string>) {
+  const child = spawn("node", ["--import", "tsx", "examples/receivers/node-http.ts"], {
+    cwd: packageRoot,
+    env: { ...envWithNode(node), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+  const firstLine = new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+      if (out.includes("\n")) resolve(out.split("\n")[0]!);
+    });
+    child.once("exit", (code) => reject(new Error(`the example receiver exited ${code}: ${stderr.trim()}`)));
+  });
+  return { child, firstLine };
+}

@@ -5,7 +5,7 @@ import { createServer, request, type IncomingMessage, type Server } from "node:h
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadSigningVectors } from "../../conformance/vectors/index.js";
-import { type WebhookEvent, createWebhookHandler, readRawBody, signPayload, loadDeliveryRules } from "@partner-platform/sdk";
+import { type WebhookEvent, createWebhookHandler, readRawBody, signPayload, loadDeliveryRules, verifyDelivery } from "@partner-platform/sdk";
 
 const { signatureHeader, contentType } = loadDeliveryRules();
 const vectors = loadSigningVectors();
@@ -110,6 +110,37 @@ describe("createWebhookHandler", () => {
     failNext = true;
     const response = await post(url, valid.body);
     expect(response.status).toBe(500);
+  });
+
+  it("refuses to be made without a secret: with one unset, anyone could sign", () => {
+    const onEvent = () => undefined;
+    expect(() => createWebhookHandler({ secret: "", onEvent })).toThrow("createWebhookHandler: options.secret is empty");
+    expect(() => createWebhookHandler({ secret: undefined as unknown as string, onEvent })).toThrow(TypeError);
+  });
+});
+
+describe("verifyDelivery", () => {
+  const signature = signPayload(valid.body, secret);
+  const verdict = (headers: Parameters<typeof verifyDelivery>[1]) => {
+    const result = verifyDelivery(valid.body, headers, secret);
+    return result.ok ? "ok" : `${result.problem.status} ${result.problem.detail}`;
+  };
+
+  it("finds the headers whatever the case of their names (API Gateway, hand-built objects) and in a Fetch API Headers", () => {
+    const capitalized = signatureHeader.toLowerCase().replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase());
+    expect(verdict({ "Content-Type": contentType, [capitalized]: signature })).toBe("ok");
+    expect(verdict({ "CONTENT-TYPE": `${contentType}; charset=utf-8`, [signatureHeader.toUpperCase()]: signature })).toBe("ok");
+    expect(verdict(new Headers({ "Content-Type": contentType, [capitalized]: signature }))).toBe("ok");
+  });
+
+  it("takes a header given under two spellings as given twice: refused, as a repeated signature is", () => {
+    expect(verdict({ "content-type": contentType, [signatureHeader.toLowerCase()]: signature, [signatureHeader.toUpperCase()]: signature })).toMatch(/^401 .*more than once/);
+  });
+
+  it("refuses every delivery when the secret is empty, even one signed with the empty key", () => {
+    const emptyKey = vectors.find((v) => v.id === "empty-secret")!;
+    const result = verifyDelivery(emptyKey.body, { "content-type": contentType, [signatureHeader]: emptyKey.header! }, emptyKey.secret);
+    expect(result).toMatchObject({ ok: false, problem: { status: 401, detail: "No webhook secret was given." } });
   });
 });
 

@@ -1,6 +1,6 @@
 // Type-level tests, checked by `tsc --noEmit` (part of npm test): the usage below must compile, and
 // every `@ts-expect-error` line must fail to compile (tsc reports an unused directive otherwise).
-import { createPartnerClient, parseEvent, type components, type EventOf, type WebhookEvent } from "@partner-platform/sdk";
+import { createPartnerClient, parseEvent, TokenRequestError, verifyDelivery, type components, type EventOf, type WebhookEvent } from "@partner-platform/sdk";
 
 const client = createPartnerClient({
   baseUrl: "https://api.partner-platform.example",
@@ -109,3 +109,23 @@ export function eventUsage(raw: Buffer): string {
 export const created: EventOf<"lead.created">["event"] = "lead.created";
 // @ts-expect-error: not one of the eight event names
 export type Wrong = EventOf<"lead.create">["data"]["leadID"];
+
+// The README's handling of a refused token request: the call rejects, typed by TokenRequestError.
+export async function tokenRefusedUsage(): Promise<string | undefined> {
+  try {
+    await client.GET("/api/v2/businesses/search", { params: { query: { category_id: "1000123", zip: "10001" } } });
+    return undefined;
+  } catch (e) {
+    if (e instanceof TokenRequestError) return `${e.status} ${e.body?.error ?? ""}: ${e.message}`;
+    throw e;
+  }
+}
+
+// verifyDelivery takes node:http's headers, any object of header names, or a Fetch API Headers.
+export function verifyDeliveryUsage(body: Buffer, secret: string): boolean {
+  const fromObject = verifyDelivery(body, { "Content-Type": "application/json", "X-Service-Signature": "0".repeat(64) }, secret);
+  const fromHeaders = verifyDelivery(body, new Headers({ "content-type": "application/json" }), secret);
+  // @ts-expect-error: header values are strings (or lists of them)
+  verifyDelivery(body, { "content-type": 1 }, secret);
+  return fromObject.ok && fromHeaders.ok;
+}

@@ -25,6 +25,7 @@ import (
 
 // docs:verify:start
 var (
+	ErrMissingSecret      = errors.New("missing-secret")
 	ErrMissingSignature   = errors.New("missing-signature")
 	ErrMalformedSignature = errors.New("malformed-signature")
 	ErrSignatureMismatch  = errors.New("signature-mismatch")
@@ -33,6 +34,9 @@ var (
 
 // Verify returns nil when header signs the raw body, else why not.
 func Verify(body []byte, header string, secret string) error {
+	if secret == "" { // an unset secret would make anyone's signature valid
+		return ErrMissingSecret
+	}
 	if header == "" {
 		return ErrMissingSignature
 	}

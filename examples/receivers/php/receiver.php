@@ -11,6 +11,9 @@ declare(strict_types=1);
 /** Returns null when $header signs the raw $body, else why not. */
 function verify(string $body, ?string $header, string $secret): ?string
 {
+    if ($secret === '') { // an unset secret would make anyone's signature valid
+        return 'missing-secret';
+    }
     if ($header === null || $header === '') {
         return 'missing-signature';
     }

@@ -19,6 +19,8 @@ SIGNATURE = re.compile(r"[0-9a-f]{64}")
 
 def verify(body: bytes, header: str | None, secret: str) -> str | None:
     """Returns None when `header` signs the raw `body`, else why not."""
+    if not secret:  # an unset secret would make anyone's signature valid
+        return "missing-secret"
     if not header:
         return "missing-signature"
     if not SIGNATURE.fullmatch(header):  # 64 lowercase hex digits, no "sha256=" prefix
@@ -30,9 +32,13 @@ def verify(body: bytes, header: str | None, secret: str) -> str | None:
 # docs:verify:end
 
 
+SECRET = os.environ.get("WEBHOOK_SECRET", "")
+# Checked here, not only when run as a script: a WSGI server imports the module.
+if not SECRET and sys.argv[1:] != ["vectors"]:
+    sys.exit("flask_receiver.py: set WEBHOOK_SECRET to the webhook's secret")
+
 app = Flask(__name__)
 app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024  # larger bodies get 413
-SECRET = os.environ.get("WEBHOOK_SECRET", "")
 seen: set[str] = set()  # use your database (a unique key on the event id) in production
 seen_lock = threading.Lock()
 events: "queue.Queue[dict]" = queue.Queue()
@@ -84,8 +90,6 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["vectors"]:
         check_vectors()
         sys.exit(0)
-    if not SECRET:
-        sys.exit("flask_receiver.py: set WEBHOOK_SECRET to the webhook's secret")
     port = int(os.environ.get("PORT", "8080"))
     print(f"listening on http://127.0.0.1:{port}/webhooks/partner-platform", flush=True)
     app.run(host=os.environ.get("HOST", "127.0.0.1"), port=port, threaded=True)

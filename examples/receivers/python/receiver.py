@@ -20,6 +20,8 @@ SIGNATURE = re.compile(r"[0-9a-f]{64}")
 
 def verify(body: bytes, header: str | None, secret: str) -> str | None:
     """Returns None when `header` signs the raw `body`, else why not."""
+    if not secret:  # an unset secret would make anyone's signature valid
+        return "missing-secret"
     if not header:
         return "missing-signature"
     if not SIGNATURE.fullmatch(header):  # 64 lowercase hex digits, no "sha256=" prefix

@@ -12,6 +12,7 @@ SIGNATURE = /\A[0-9a-f]{64}\z/
 
 # Returns nil when header signs the raw body, else why not.
 def verify(body, header, secret)
+  return "missing-secret" if secret.nil? || secret.empty? # an unset secret would make anyone's signature valid
   return "missing-signature" if header.nil? || header.empty?
   return "malformed-signature" unless SIGNATURE.match?(header) # 64 lowercase hex digits, no "sha256=" prefix
   expected = OpenSSL::HMAC.hexdigest("SHA256", secret, body)

@@ -17,6 +17,7 @@ export {
   readVerifiedEvent,
   sendProblem,
   verifyDelivery,
+  type DeliveryHeaders,
   type ReceiveOptions,
   type ReceiveResult,
   type ReceiverProblem,

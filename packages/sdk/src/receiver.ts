@@ -54,18 +54,30 @@ export function readRawBody(req: IncomingMessage, maxBytes: number): Promise<Buf
   });
 }
 
-/** Verifies and parses a body received with its headers; the framework-independent core. */
-export function verifyDelivery(
-  rawBody: Buffer,
-  headers: Record<string, string | string[] | undefined>,
-  secret: string,
-): ReceiveResult {
+/** Request headers as frameworks hand them over: a Fetch API `Headers`, or an object keyed by name in any case. */
+export type DeliveryHeaders = Headers | Record<string, string | string[] | undefined>;
+
+/**
+ * A header's value, its name matched in any case (RFC 9110 §5.1): node:http gives lowercase keys, but
+ * AWS API Gateway, many test doubles and hand-built objects keep the case sent. A header given under
+ * two spellings is given twice.
+ */
+function headerValue(headers: DeliveryHeaders, name: string): string | string[] | undefined {
+  if (typeof (headers as Headers).get === "function") return (headers as Headers).get(name) ?? undefined;
+  const values = Object.entries(headers as Record<string, string | string[] | undefined>)
+    .filter(([key, value]) => key.toLowerCase() === name && value !== undefined)
+    .flatMap(([, value]) => value!);
+  return values.length <= 1 ? values[0] : values;
+}
+
+/** Verifies and parses a body received with its headers (names in any case); the framework-independent core. */
+export function verifyDelivery(rawBody: Buffer, headers: DeliveryHeaders, secret: string): ReceiveResult {
   const rules = loadDeliveryRules();
-  const contentType = String(headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  const contentType = String(headerValue(headers, "content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   if (contentType !== rules.contentType) {
     return problem(415, "Unsupported media type", `Deliveries are ${rules.contentType}, not ${contentType || "untyped"}.`);
   }
-  const check = verifySignature(rawBody, headers[rules.signatureHeader.toLowerCase()], secret);
+  const check = verifySignature(rawBody, headerValue(headers, rules.signatureHeader.toLowerCase()), secret);
   if (!check.valid) return problem(401, "Invalid signature", check.message);
   const parsed = parseEvent(rawBody);
   if (!parsed.ok) return problem(400, "Invalid event", [parsed.error, ...parsed.issues].join(" "));
@@ -92,6 +104,8 @@ export function sendProblem(res: ServerResponse, p: ReceiverProblem): void {
 export function createWebhookHandler(
   options: ReceiveOptions & { onEvent: (event: WebhookEvent, rawBody: Buffer) => void | Promise<void> },
 ): (req: IncomingMessage, res: ServerResponse) => void {
+  // Fails where it is configured, not with a 401 on every delivery: an unset secret is a setup error.
+  if (typeof options.secret !== "string" || options.secret === "") throw new TypeError("createWebhookHandler: options.secret is empty; give the secret of the webhook's registration");
   return (req, res) => {
     void (async () => {
       if (req.method !== "POST") {
