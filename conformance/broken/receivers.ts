@@ -122,6 +122,17 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   // Takes the header as a comma-separated list, as some providers send several signatures.
   "accepts-any-listed-signature": (secret) =>
     receiver(secret, (body, signature) => ((signature ?? "").split(",").some((s) => s.trim() === hmac(body, secret)) ? 204 : 401)),
+  // Takes the first of a comma-separated list (a provider's "v1=…,v0=…" habit): the right one first gets through.
+  "takes-first-listed-signature": (secret) => receiver(secret, (body, signature) => ((signature ?? "").split(",")[0] === hmac(body, secret) ? 204 : 401)),
+  // Handles lead.created and booking.confirmed, verified; acknowledges any other event at once, as "not wanted".
+  "acknowledges-unwanted-events-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      const event = (JSON.parse(body.toString("utf8")) as { event?: string }).event;
+      return event === "lead.created" || event === "booking.confirmed" ? correct() : 204;
+    }),
+  // Drops (acknowledges) events stamped more than a day ago before verifying them.
+  "acknowledges-old-events-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (Date.now() - Date.parse(envelopeOf(body).timestamp ?? "") > 24 * 3600_000 ? 204 : correct())),
   // Falls back to the signature of Python's json.dumps form of the parsed body when the raw bytes' does not match.
   "verifies-raw-or-python-dumps": (secret) =>
     receiver(secret, (body, signature, correct) => {

@@ -114,6 +114,8 @@ export interface SuiteReport {
   results: CheckResult[];
   /** Every check that ran passed (skipped ones were not selected, or could not run against the target and say why). */
   passed: boolean;
+  /** A condition the verdict holds only under, which the real service would not grant (e.g. a certificate not verified). */
+  caveat?: string;
 }
 
 export interface RunOptions {

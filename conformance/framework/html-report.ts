@@ -111,7 +111,7 @@ table.times .ok{color:#176d2e}table.times .late{color:#b3261e}
 <h1 class="verdict ${report.passed ? "pass" : "fail"}">${verdict}</h1>
 <p>partner-platform <b>${escape(report.suite)}</b> suite against <code>${escape(report.target)}</code>, started ${escape(report.startedAt)}:
 ${count("passed")} passed, ${count("failed")} failed, ${count("skipped")} skipped in ${humanDuration(report.durationMs)}.</p>
-<table class="checks"><thead><tr><th>verdict</th><th>check</th><th>source</th><th>time</th></tr></thead><tbody>
+${report.caveat ? `<p class="caveat"><b>Note:</b> ${escape(report.caveat)}</p>\n` : ""}<table class="checks"><thead><tr><th>verdict</th><th>check</th><th>source</th><th>time</th></tr></thead><tbody>
 ${report.results.map(checkRow).join("\n")}
 </tbody></table></body></html>
 `;

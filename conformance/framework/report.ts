@@ -33,7 +33,8 @@ export function formatResult(result: CheckResult, width = 44): string {
 export function formatSummary(report: SuiteReport): string {
   const count = (s: CheckResult["status"]) => report.results.filter((r) => r.status === s).length;
   const verdict = report.passed ? "CERTIFIED" : "NOT CERTIFIED";
-  return `${verdict}: ${report.suite} suite against ${report.target}: ${count("passed")} passed, ${count("failed")} failed, ${count("skipped")} skipped in ${(report.durationMs / 1000).toFixed(2)} s`;
+  const summary = `${verdict}: ${report.suite} suite against ${report.target}: ${count("passed")} passed, ${count("failed")} failed, ${count("skipped")} skipped in ${(report.durationMs / 1000).toFixed(2)} s`;
+  return report.caveat ? `${summary}\nNOTE: ${report.caveat}` : summary;
 }
 
 export function toJUnitXml(report: SuiteReport): string {
@@ -43,6 +44,7 @@ export function toJUnitXml(report: SuiteReport): string {
     .name(`partner-platform ${report.suite} conformance`)
     .timestamp(report.startedAt)
     .time(report.durationMs / 1000);
+  if (report.caveat) suite.property("caveat", report.caveat);
   for (const result of report.results) {
     const testCase = suite
       .testCase()

@@ -16,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { apiChecks } from "../../conformance/api/checks.js";
 import { loadContract } from "../../conformance/api/contract.js";
 import { SetupError } from "../../conformance/framework/check.js";
+import { toHtml } from "../../conformance/framework/html-report.js";
+import { formatSummary, toJUnitXml } from "../../conformance/framework/report.js";
 import { createTestCa, issueServerCertificate, loadOrCreateCa } from "../../conformance/harness/pki.js";
 import { startReceiver } from "../../conformance/harness/receiver.js";
 import { certifyReceiver, receiverChecks } from "../../conformance/receiver/index.js";
@@ -262,6 +264,21 @@ describe("certify: the implementation is checked before the checks", () => {
       const trusted = await certifyReceiver({ url, secret: "s", tls: { ca: receiver.pki.caCert } }, { only: ["rejects-missing-signature"] });
       expect(trusted.results.find((r) => r.id === "rejects-missing-signature")?.status).toBe("failed"); // the harness receiver acknowledges anything
       expect(receiver.deliveries).toHaveLength(2); // the event correctly signed, then the forgery
+      expect(trusted.caveat).toBeUndefined();
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("receiver: --insecure runs, and every report says the certificate was not verified, as the service would", async () => {
+    const receiver = await startReceiver();
+    try {
+      const url = receiver.url("hook");
+      const report = await certifyReceiver({ url, secret: "s", tls: { insecure: true } }, { only: ["rejects-missing-signature"] });
+      expect(report.caveat).toMatch(/^the receiver's certificate was not verified \(--insecure\); the service verifies it \(D6\)/);
+      expect(formatSummary(report)).toMatch(/\nNOTE: the receiver's certificate was not verified/);
+      expect(toJUnitXml(report)).toMatch(/<property name="caveat" value="the receiver's certificate was not verified/);
+      expect(toHtml(report)).toContain('<p class="caveat"><b>Note:</b> the receiver&#39;s certificate was not verified');
     } finally {
       await receiver.close();
     }
