@@ -29,8 +29,8 @@ export interface BrokenServer {
 
 type Envelope = { id: string; event: string; timestamp: string; data: Record<string, unknown> };
 
-/** Replaces the envelope's body (the stored id stays unique: events are keyed by it). */
-const envelopeBody =
+/** Replaces the envelope's body (the stored id stays unique: events are keyed by it); legal timings use it too. */
+export const envelopeBody =
   (change: (envelope: Envelope) => Envelope): PartsOverride =>
   (base) => ({
     envelope(name, data, at) {

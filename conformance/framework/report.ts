@@ -16,11 +16,14 @@ function show(value: unknown): string {
   return inspect(value, { depth: 4, breakLength: Infinity, maxStringLength: 300 });
 }
 
-/** The width of the id column: the longest id given, so that rows align (44 where none is longer). */
-export const idColumn = (checks: readonly { id: string }[]): number => Math.max(44, ...checks.map((c) => c.id.length));
+/** The id column's width where no id is longer. */
+const ID_COLUMN = 44;
+
+/** The width of the id column: the longest id given, so that rows align (ID_COLUMN where none is longer). */
+export const idColumn = (checks: readonly { id: string }[]): number => Math.max(ID_COLUMN, ...checks.map((c) => c.id.length));
 
 /** One console row: status, id (padded to `width`), duration, and on failure what was expected and seen. */
-export function formatResult(result: CheckResult, width = 44): string {
+export function formatResult(result: CheckResult, width = ID_COLUMN): string {
   const row = `${STATUS[result.status]}  ${result.id.padEnd(width)} ${`${Math.round(result.durationMs)} ms`.padStart(8)}  ${result.section}${result.note ? `  (${result.note})` : ""}`;
   if (result.status !== "failed") return row;
   const lines = [row, `      ${result.message ?? ""}`];

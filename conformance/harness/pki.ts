@@ -91,11 +91,12 @@ function unusable(dir: string, files: { cert: string; key: string }): string | u
   try {
     const cert = new X509Certificate(readFileSync(files.cert));
     if (Date.parse(cert.validTo) < Date.now() + DAY_MS) return `the CA in ${files.cert} expires on ${cert.validTo}`;
-    if (!cert.checkPrivateKey(createPrivateKey(readFileSync(files.key)))) return `${files.key} is not the key of ${files.cert}`;
+    const key = createPrivateKey(readFileSync(files.key));
+    if (!cert.checkPrivateKey(key)) return `${files.key} is not the key of ${files.cert}`;
     if (!new x509.X509Certificate(cert.raw).getExtension(x509.SubjectKeyIdentifierExtension)) {
       return `the CA in ${files.cert} has no Subject Key Identifier, which strict verifiers (Python 3.13's default) require`;
     }
-    if (createPrivateKey(readFileSync(files.key)).asymmetricKeyDetails?.namedCurve !== "prime256v1") return `${files.key} is not a P-256 key`;
+    if (key.asymmetricKeyDetails?.namedCurve !== "prime256v1") return `${files.key} is not a P-256 key`;
   } catch (error) {
     return `${files.cert} or ${files.key} is not readable PEM (${(error as Error).message})`;
   }

@@ -4,6 +4,7 @@
 // branch in the product.
 import { loadConformanceRules } from "../../src/spec.js";
 import type { PartsOverride, Timing } from "../../src/server/delivery/index.js";
+import { envelopeBody } from "../broken/servers.js";
 
 export interface ReferenceTiming {
   id: string;
@@ -46,14 +47,10 @@ export const referenceTimings: ReferenceTiming[] = [
       },
     }),
     virtualAttemptTimeoutMs: 5000,
-    parts: (base) => ({
+    parts: (base, ctx) => ({
+      ...envelopeBody((e) => ({ ...e, timestamp: e.timestamp.replace(/\.\d+Z$/, "Z") }))(base, ctx),
       // nodemailer takes `bcc` with the rest of the message; the reference's mail type has no such field.
       sendMail: (mail) => base.sendMail(Object.assign({}, mail, { bcc: "webhook-audit@partner-platform.example" })),
-      envelope(name, data, at) {
-        const made = base.envelope(name, data, at);
-        const envelope = JSON.parse(made.body) as { timestamp: string };
-        return { id: made.id, body: JSON.stringify({ ...envelope, timestamp: envelope.timestamp.replace(/\.\d+Z$/, "Z") }) };
-      },
     }),
   },
   {
