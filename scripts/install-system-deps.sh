@@ -11,6 +11,8 @@ need_lib() { sh -c "$1" >/dev/null 2>&1 || packages+=("$2"); }
 # One `need COMMAND PACKAGE` (or `need_lib CHECK PACKAGE`) line per package.
 need chromium chromium
 need pg_ctlcluster postgresql
+# The README's "Watch a delivery" makes its certificate with it (test/server/watch-delivery.test.ts).
+need openssl openssl
 # Example receivers (test/receivers/languages.test.ts). Frameworks come from Debian, not PyPI or
 # rubygems: Flask is importable by Debian's /usr/bin/python3 only.
 need /usr/bin/python3 python3

@@ -35,7 +35,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
  * Rounds that warm both arms up (TLS handshakes, JIT) and are not counted. `serve` takes three: V8
  * compiles the embedded database's WebAssembly with its baseline compiler first and its optimizing
  * one only as functions get hot, so its first 6,000-9,000 deliveries cost it 20-30% more CPU each
- * than those after (README, "Benchmarks").
+ * than those after (docs/benchmarks.md, "Warm-up").
  */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 /** The engine's pool per origin (both arms' pool size), and the attempts it makes at once to one webhook. */

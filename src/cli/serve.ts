@@ -3,6 +3,7 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import v8 from "node:v8";
 import { Command, InvalidArgumentError, Option } from "commander";
+import ipaddr from "ipaddr.js";
 import { parseClockMode } from "../server/clock.js";
 import { DELIVERY_DEFAULTS } from "../server/delivery/index.js";
 import { loadConfig, startServer } from "../server/index.js";
@@ -17,6 +18,7 @@ interface ServeFlags {
   dataDir?: string;
   clock?: ReturnType<typeof parseClockMode>;
   conformance?: boolean;
+  trustProxy?: string[];
   allowPrivateWebhooks?: boolean;
   smtpUrl?: string;
   webhookCa?: string;
@@ -63,6 +65,26 @@ function dataDirectory(dir: string): string {
   if (problem) throw new InvalidArgumentError(problem);
   return dir;
 }
+
+/** The proxies of --trust-proxy: each an address, a CIDR range, or one of proxy-addr's names. */
+function proxyList(value: string): string[] {
+  const entries = value.split(",").map((e) => e.trim());
+  const named = ["loopback", "linklocal", "uniquelocal"];
+  for (const entry of entries) {
+    const valid = named.includes(entry) || (entry.includes("/") ? canParse(() => ipaddr.parseCIDR(entry)) : ipaddr.isValid(entry));
+    if (!valid) throw new InvalidArgumentError(`"${entry}" is not an IP address, a CIDR range, or one of ${named.join(", ")}`);
+  }
+  return entries;
+}
+
+const canParse = (parse: () => unknown) => {
+  try {
+    parse();
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 /** The default config's clients, "id / secret (businesses ...)": public demo credentials. */
 const defaultClients = () =>
@@ -115,6 +137,11 @@ export function serveCommand(): Command {
     .option("--conformance", "enable the Conformance Control API under /conformance (never in production)")
     .option("--allow-private-webhooks", "accept webhook URLs on loopback and private networks (local testing)")
     .addOption(
+      new Option("--trust-proxy <proxies>", "comma-separated addresses or CIDR ranges of the proxies in front: the client's address is then the one they give in X-Forwarded-For (the per-address throttle, the log)")
+        .env("TRUST_PROXY")
+        .argParser(proxyList),
+    )
+    .addOption(
       new Option("--smtp-url <url>", "SMTP server for the webhook-disabled e-mail (smtp:// or smtps://, may hold a password: prefer SMTP_URL)")
         .env("SMTP_URL")
         .argParser(urlOf(["smtp:", "smtps:"], "an smtp:// or smtps:// URL with a host")),
@@ -133,7 +160,12 @@ export function serveCommand(): Command {
       wholeNumber(1, connectionsPerOrigin - 1),
       DELIVERY_DEFAULTS.maxInFlightPerWebhook,
     )
-    .action(async (flags: ServeFlags) => {
+    .action(async (flags: ServeFlags, command: Command) => {
+      // Only the Control API advances a virtual clock: without it, retries and expiries would never come.
+      if (flags.clock?.mode === "virtual" && !flags.conformance) {
+        const from = command.getOptionValueSource("clock") === "env" ? " (from CONFORMANCE_CLOCK)" : "";
+        command.error(`error: option '--clock <mode>' virtual${from} needs --conformance: only its Control API advances a virtual clock`, { exitCode: 2 });
+      }
       limitHeapGrowth();
       const config = loadConfig(flags.config);
       const server = await startServer({
@@ -151,6 +183,7 @@ export function serveCommand(): Command {
         logLevel: flags.logLevel,
         maxInFlight: flags.maxInFlight,
         maxInFlightPerWebhook: flags.maxInFlightPerWebhook,
+        trustProxy: flags.trustProxy,
       });
       process.stdout.write(
         `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n` +

@@ -37,7 +37,7 @@ export type Kind =
   | "constraint-changed" | "closed-changed" | "schema-deprecated"
   | "event-added" | "event-removed" | "event-deprecated"
   | "signature-changed" | "retry-waits-changed" | "attempt-timeout-changed" | "disable-threshold-changed"
-  | "lead-expiry-changed" | "delivery-changed" | "version-mismatch" | "documentation";
+  | "lead-expiry-changed" | "delivery-changed" | "operation-rule-changed" | "version-mismatch" | "documentation";
 
 /** `error`: the problem+json body of a 4xx or 5xx answer. */
 type Flow = "request" | "response" | "error" | "event";
@@ -71,6 +71,16 @@ interface Ctx {
   seen: Set<string>;
   /** Where to point when no named schema is at hand (an inline parameter schema: the operation). */
   fallback?: Change["location"];
+  /** Inside an allOf part: the values the enclosing schema allows for each of its properties (base, head). */
+  partLimits?: Record<string, Limit>;
+  /** This value's own limit, from the enclosing schema of the allOf part it is a property of. */
+  limit?: Limit;
+}
+
+/** The values (enum or const) a schema allows in the base and the head; undefined where it allows any. */
+interface Limit {
+  base?: unknown[];
+  head?: unknown[];
 }
 
 export function compareContracts(base: Contract, head: Contract): Change[] {
@@ -113,6 +123,15 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     return { schema: s, name };
   };
   const modelName = (name: string | undefined) => name?.split(".").pop();
+  const enumValues = (s: Json | undefined): unknown[] | undefined => (s?.const !== undefined ? [s.const] : Array.isArray(s?.enum) ? s.enum : undefined);
+  /** The enum or const values of each property a schema gives in the base and the head. */
+  const limitsOf = (b: Json, a: Json): Record<string, Limit> => {
+    const limits: Record<string, Limit> = {};
+    for (const name of new Set([...Object.keys(b.properties ?? {}), ...Object.keys(a.properties ?? {})])) {
+      limits[name] = { base: enumValues(resolve(base.openapi, b.properties?.[name]).schema), head: enumValues(resolve(head.openapi, a.properties?.[name]).schema) };
+    }
+    return limits;
+  };
 
   const schemaChange = (ctx: Ctx, kind: Kind, effect: Effect | "none", text: string, side: "base" | "head" = "head", extra: Partial<Change> = {}) => {
     const c = side === "base" ? base : head;
@@ -141,7 +160,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     const key = `${rb.name ?? ""}|${ra.name ?? ""}|${ctx.flow}|${ctx.where}|${ctx.at}`;
     if (rb.name && ra.name && ctx.seen.has(key)) return;
     const seen = new Set(ctx.seen).add(key);
-    const sub = (at: string, extra: Partial<Ctx> = {}): Ctx => ({ ...inner, ...extra, at, seen });
+    const sub = (at: string, extra: Partial<Ctx> = {}): Ctx => ({ ...inner, partLimits: undefined, limit: undefined, ...extra, at, seen });
 
     const componentDeprecated = (c: Contract, name?: string) => !!(name && c.openapi.components?.schemas?.[name]?.deprecated);
     if (!componentDeprecated(base, rb.name) && componentDeprecated(head, ra.name) && ctx.flow !== "event") {
@@ -156,16 +175,19 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       return;
     }
 
-    // enum and const: a value added widens, a value removed narrows.
-    const values = (s: Json): unknown[] | undefined => (s.const !== undefined ? [s.const] : Array.isArray(s.enum) ? s.enum : undefined);
-    const vb = values(b);
-    const va = values(a);
+    // enum and const: a value added widens, a value removed narrows. In an allOf part only the values the
+    // enclosing schema also allows count (RateLimitedProblem's `type` stays rate-limited whatever Problem's
+    // list of types gains).
+    const same = (x: unknown, y: unknown) => JSON.stringify(x) === JSON.stringify(y);
+    const within = (vs: unknown[] | undefined, limit: unknown[] | undefined) => (vs && limit ? vs.filter((v) => limit.some((l) => same(l, v))) : vs);
+    const vb = within(enumValues(b), ctx.limit?.base);
+    const va = within(enumValues(a), ctx.limit?.head);
     if (vb || va) {
       if (!vb) schemaChange(inner, "constraint-narrowed", "narrower", `limited to ${JSON.stringify(va)}`);
       else if (!va) schemaChange(inner, "constraint-widened", "wider", `no longer limited to ${JSON.stringify(vb)}`);
       else {
-        const added = va.filter((v) => !vb.some((x) => JSON.stringify(x) === JSON.stringify(v)));
-        const removed = vb.filter((v) => !va.some((x) => JSON.stringify(x) === JSON.stringify(v)));
+        const added = va.filter((v) => !vb.some((x) => same(x, v)));
+        const removed = vb.filter((v) => !va.some((x) => same(x, v)));
         for (const v of removed) schemaChange(inner, "enum-value-removed", ctx.flow === "error" ? "different" : "narrower", `value ${JSON.stringify(v)} removed`, "base");
         // Event names reach a client or receiver only as it subscribed to them: a new name breaks no one of them (D60).
         const gated = ctx.flow !== "request" && (ra.name === "EventName" || rb.name === "EventName");
@@ -228,7 +250,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     }
     for (const name of Object.keys(pa)) {
       if (!(name in pb)) continue;
-      const propCtx = sub(join(name), { prop: name });
+      const propCtx = sub(join(name), { prop: name, limit: ctx.partLimits?.[name] });
       if (reqB.has(name) && !reqA.has(name)) schemaChange(propCtx, "required-removed", "wider", "no longer required");
       if (!reqB.has(name) && reqA.has(name)) schemaChange(propCtx, "required-added", "narrower", "now required");
       if (!pb[name]?.deprecated && pa[name]?.deprecated) {
@@ -250,11 +272,52 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       for (const n of na.filter((n) => !nb.includes(n))) {
         schemaChange(inner, all ? "constraint-narrowed" : "enum-value-added", all ? "narrower" : "wider", `${all ? "part" : "variant"} ${n} added`);
       }
+      // A part's properties are limited by the values this schema gives the same properties.
+      const partLimits: Record<string, Limit> | undefined = all ? limitsOf(b, a) : undefined;
       for (const [i, n] of na.entries()) {
         const j = nb.indexOf(n);
-        if (j >= 0 && n && !n.startsWith("{")) compareSchema(b[kw][j], a[kw][i], sub(ctx.at));
+        if (j >= 0 && n && !n.startsWith("{")) compareSchema(b[kw][j], a[kw][i], sub(ctx.at, { partLimits }));
       }
     }
+  }
+
+  /**
+   * An operation's own rules (`x-…` members with numbers, such as the token endpoint's throttle, D30, and
+   * live-token bound, D32): servers must follow any change; a number lowered may refuse a client what it
+   * got before (a rule's description is documentation).
+   */
+  function compareOperationRules(key: string, b: Json, a: Json, location: Change["location"]): void {
+    const rules = (op: Json) => Object.keys(op).filter((k) => k.startsWith("x-") && op[k] && typeof op[k] === "object");
+    for (const rule of new Set([...rules(b), ...rules(a)])) {
+      const [rb, ra] = [(b[rule] ?? {}) as Json, (a[rule] ?? {}) as Json];
+      const message = (text: string) => `${key} ${rule}${text}`;
+      if (!b[rule] || !a[rule]) {
+        const added = !b[rule];
+        const values = Object.entries(added ? ra : rb).filter(([field]) => field !== "description").map(([field, v]) => `${field} ${JSON.stringify(v)}`);
+        add({ kind: "operation-rule-changed", area: "rest", message: message(`: rule ${added ? "added" : "removed"} (${values.join(", ")})`), breaks: ["servers"], location });
+        continue;
+      }
+      for (const field of new Set([...Object.keys(rb), ...Object.keys(ra)])) {
+        if (JSON.stringify(rb[field]) === JSON.stringify(ra[field])) continue;
+        if (field === "description") {
+          add({ kind: "documentation", area: "docs", message: message(` description changed`), breaks: [], location });
+          continue;
+        }
+        const lowered = typeof rb[field] === "number" && typeof ra[field] === "number" ? ra[field] < rb[field] : true;
+        add({ kind: "operation-rule-changed", area: "rest", message: message(`.${field} ${JSON.stringify(rb[field])} → ${JSON.stringify(ra[field])}`), breaks: lowered ? ["clients", "servers"] : ["servers"], location });
+      }
+    }
+  }
+
+  // --- The problem types (D13) ------------------------------------------------------------------------
+  // Every problem body reaches ProblemType through a part whose own `type` limits it (compareSchema), so
+  // the list's changes count once, here: a new type is a problem servers may now be asked to produce (D60).
+  {
+    const problemTypes = (c: Contract) => enumValues(resolve(c.openapi, { $ref: "#/components/schemas/ProblemType" }).schema) ?? [];
+    const [tb, ta] = [problemTypes(base), problemTypes(head)];
+    const ctx: Ctx = { flow: "error", at: "", where: "problem types (ProblemType)", area: "rest", seen: new Set(), model: "ProblemType" };
+    for (const v of tb.filter((v) => !ta.includes(v))) schemaChange(ctx, "enum-value-removed", "different", `value ${JSON.stringify(v)} removed`, "base");
+    for (const v of ta.filter((v) => !tb.includes(v))) schemaChange(ctx, "enum-value-added", "wider", `value ${JSON.stringify(v)} added`);
   }
 
   // --- The document's own description: title, description, contact, license (documentation) ---------
@@ -308,6 +371,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     const b = found.op;
     const opLoc = locate(head, "head", `op:${id}`);
     const ctx = (where: string, flow: Flow): Ctx => ({ flow, at: "", where: `${key} ${where}`, area: "rest", seen: new Set(), fallback: opLoc });
+    compareOperationRules(key, b, a, opLoc);
     if (!b.deprecated && a.deprecated) add({ kind: "operation-deprecated", area: "rest", message: `${key}: operation deprecated`, breaks: [], deprecation: true, deprecationMessage: head.deprecations.get(`op:${id}`) ?? "", location: opLoc });
     if (scopesOf(b) !== scopesOf(a)) {
       add({ kind: "scopes-changed", area: "rest", message: `${key}: required scopes ${scopesOf(b)} → ${scopesOf(a)}`, breaks: ["clients", "servers"], location: opLoc });

@@ -48,8 +48,9 @@ export function evaluate(changes: Change[], baseVersion: string, headVersion: st
       return { ...c, allowed: true, ...(c.breaks.includes("servers") ? { note: "implementations must follow it and re-certify" } : {}) };
     }
     const need = `a new major version (info.version ${baseVersion} → ${bMajor + 1}.0.0, in main.tsp and asyncapi.yaml)`;
-    if (c.area === "delivery" || c.area === "signature") {
-      return majorUp ? { ...c, allowed: true, note: "in a new major version" } : { ...c, allowed: false, note: `delivery and signature rules change only in ${need}` };
+    if (c.area === "delivery" || c.area === "signature" || c.kind === "operation-rule-changed") {
+      const what = c.kind === "operation-rule-changed" ? "an operation's limits" : "delivery and signature rules";
+      return majorUp ? { ...c, allowed: true, note: "in a new major version" } : { ...c, allowed: false, note: `${what} change only in ${need}` };
     }
     if (c.removesDeprecated) {
       const date = removalDate(typeof c.removesDeprecated === "string" ? c.removesDeprecated : undefined);

@@ -49,6 +49,8 @@ export interface AppOptions {
   logger: Logger;
   /** Connection bounds of the API port (D33); the defaults are `defaultTimeouts`. */
   timeouts?: Partial<Timeouts>;
+  /** Proxies (addresses, CIDR ranges, or loopback/linklocal/uniquelocal) whose X-Forwarded-For names the client (D30). */
+  trustProxy?: string[];
 }
 
 /** How long a client may take (D33): slow or idle connections are closed, so they cannot pile up. */
@@ -267,6 +269,8 @@ export function createApp(options: AppOptions): FastifyInstance {
     requestTimeout: timeouts.requestMs,
     connectionTimeout: timeouts.idleMs,
     keepAliveTimeout: timeouts.keepAliveMs,
+    // Without it the address is the connection's peer: behind a proxy, everyone's (D30).
+    trustProxy: options.trustProxy?.length ? options.trustProxy : false,
     // What Node's HTTP parser refuses (a malformed request line, a head over its limit, a slow head) is
     // answered as problem+json too (D13), and logged.
     clientErrorHandler: (error, socket) => {

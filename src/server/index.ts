@@ -70,6 +70,8 @@ export interface ServerOptions {
   logStream?: NodeJS.WritableStream;
   /** Connection bounds of the API port (D33). */
   timeouts?: Partial<Timeouts>;
+  /** Proxies whose X-Forwarded-For gives the client's address, for the per-address throttle and the log (D30). */
+  trustProxy?: string[];
   /**
    * Variants (conformance/broken, conformance/server/timings.ts): replaced delivery parts or
    * registration checks, changed delivery numbers. The reference server has none.
@@ -202,6 +204,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     registration: options.registration,
     logger,
     timeouts: options.timeouts,
+    trustProxy: options.trustProxy,
   });
   const host = options.host ?? "127.0.0.1";
   // The engine first: attempts in flight are handed back rather than waited for, whatever the API is doing.

@@ -6,7 +6,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +13,7 @@ import { parse } from "yaml";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
 import { describeOnEachNode, envWithNode, type NodeRuntime } from "../node-runtimes.js";
+import { expectFree } from "../ports.js";
 
 const [client, second] = loadConfig().clients as [ReturnType<typeof loadConfig>["clients"][number], ReturnType<typeof loadConfig>["clients"][number]];
 const webhookSecret = "whsec-readme-recipe-0123456789";
@@ -62,17 +62,6 @@ async function runRecipe(recipe: Recipe, cwd: string, node: NodeRuntime): Promis
   child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
   const [code] = (await once(child, "exit")) as [number];
   return { code, stdout, stderr };
-}
-
-/** The recipes use fixed ports: say so plainly when one is taken, rather than failing somewhere inside. */
-async function expectFree(port: number): Promise<void> {
-  const probe = createServer();
-  const error = await new Promise<Error | undefined>((resolve) => {
-    probe.once("error", resolve);
-    probe.listen(port, "127.0.0.1", () => resolve(undefined));
-  });
-  if (!error) await new Promise((resolve) => probe.close(resolve));
-  expect(error, `port ${port}, which a README recipe uses, is taken`).toBeUndefined();
 }
 
 /** The port of a URL flag in the recipe's command (its comments left out). */

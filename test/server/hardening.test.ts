@@ -20,8 +20,8 @@ beforeAll(async () => {
 });
 afterAll(async () => shared.close());
 
-async function start(): Promise<RunningServer> {
-  const server = await startServer({ clock: { mode: "virtual" }, conformance: true, log: () => undefined });
+async function start(options: { trustProxy?: string[] } = {}): Promise<RunningServer> {
+  const server = await startServer({ clock: { mode: "virtual" }, conformance: true, log: () => undefined, ...options });
   servers.push(server);
   return server;
 }
@@ -76,6 +76,26 @@ describe("token endpoint throttle (D30)", () => {
     }
     const r = await post(server, "/oauth2/token", tokenForm(globex.clientId, globex.clientSecret), formType);
     expect([r.status, r.body.type]).toEqual([429, "urn:partner-platform:problem:rate-limited"]);
+  });
+
+  /** Spends the per-address budget from `spender` (as X-Forwarded-For), then asks for a token from `spender` and from `other`. */
+  async function afterSpending(server: RunningServer) {
+    const from = (address: string) => ({ ...formType, "x-forwarded-for": address });
+    for (let i = 0; i < failedAuthBudget.perAddress; i++) {
+      const r = await post(server, "/oauth2/token", tokenForm(`guess-${i % 50}-${Math.floor(i / 50)}`, "wrong"), from("203.0.113.7"));
+      expect(r.status).toBe(401);
+    }
+    const token = async (address: string) => (await post(server, "/oauth2/token", tokenForm(globex.clientId, globex.clientSecret), from(address))).status;
+    return { spender: await token("203.0.113.7"), other: await token("198.51.100.9") };
+  }
+
+  it("behind a trusted proxy, counts each client address the proxy forwards, not the proxy's own", async () => {
+    expect(await afterSpending(await start({ trustProxy: ["127.0.0.1"] }))).toEqual({ spender: 429, other: 200 });
+  });
+
+  it("believes no X-Forwarded-For unless its sender is a trusted proxy", async () => {
+    expect(await afterSpending(await start())).toEqual({ spender: 429, other: 429 });
+    expect(await afterSpending(await start({ trustProxy: ["10.0.0.0/8"] }))).toEqual({ spender: 429, other: 429 });
   });
 });
 
