@@ -175,6 +175,17 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       return;
     }
 
+    // An object that becomes a choice of objects, or a choice that becomes one object: one change, not each
+    // member reported removed. In a problem body it is a new cause, which only servers must produce (D60).
+    const choiceOf = (s: Json): string[] | undefined =>
+      s.properties ? undefined : ((s.oneOf ?? s.anyOf) as Json[] | undefined)?.map((v) => (typeof v.$ref === "string" ? v.$ref.split("/").pop()! : "an inline schema"));
+    const [cb, ca] = [choiceOf(b), choiceOf(a)];
+    if (!cb !== !ca && Object.keys(b).length && Object.keys(a).length) {
+      const show = (choice: string[] | undefined, name: string | undefined) => (choice ? `one of ${choice.join(", ")}` : (name ?? "an object"));
+      schemaChange(inner, "type-changed", ctx.flow === "error" ? "wider" : "different", `${show(cb, rb.name)} → ${show(ca, ra.name)}`);
+      return;
+    }
+
     // enum and const: a value added widens, a value removed narrows. In an allOf part only the values the
     // enclosing schema also allows count (RateLimitedProblem's `type` stays rate-limited whatever Problem's
     // list of types gains).
