@@ -3,10 +3,10 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import v8 from "node:v8";
 import { Command, InvalidArgumentError, Option } from "commander";
-import ipaddr from "ipaddr.js";
 import { parseClockMode } from "../server/clock.js";
 import { DELIVERY_DEFAULTS } from "../server/delivery/index.js";
 import { loadConfig, startServer } from "../server/index.js";
+import { trustedProxiesProblem } from "../server/proxies.js";
 import { embeddedDirProblem } from "../server/store.js";
 import { untilStopped } from "./lifetime.js";
 
@@ -66,25 +66,13 @@ function dataDirectory(dir: string): string {
   return dir;
 }
 
-/** The proxies of --trust-proxy: each an address, a CIDR range, or one of proxy-addr's names. */
+/** The proxies of --trust-proxy, comma-separated; an empty value trusts none. */
 function proxyList(value: string): string[] {
-  const entries = value.split(",").map((e) => e.trim());
-  const named = ["loopback", "linklocal", "uniquelocal"];
-  for (const entry of entries) {
-    const valid = named.includes(entry) || (entry.includes("/") ? canParse(() => ipaddr.parseCIDR(entry)) : ipaddr.isValid(entry));
-    if (!valid) throw new InvalidArgumentError(`"${entry}" is not an IP address, a CIDR range, or one of ${named.join(", ")}`);
-  }
+  const entries = value.split(",").map((e) => e.trim()).filter(Boolean);
+  const problem = trustedProxiesProblem(entries);
+  if (problem) throw new InvalidArgumentError(problem);
   return entries;
 }
-
-const canParse = (parse: () => unknown) => {
-  try {
-    parse();
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** The default config's clients, "id / secret (businesses ...)": public demo credentials. */
 const defaultClients = () =>

@@ -83,6 +83,12 @@ interface Limit {
   head?: unknown[];
 }
 
+/** Which way each known field of an operation's limits is stricter (compareOperationRules). */
+const LIMIT_FIELDS: Record<string, Record<string, "higher-is-looser" | "higher-is-stricter">> = {
+  "x-live-tokens-per-client": { max: "higher-is-looser" },
+  "x-failed-authentication-throttle": { perClientId: "higher-is-looser", perAddress: "higher-is-looser", windowSeconds: "higher-is-stricter" },
+};
+
 export function compareContracts(base: Contract, head: Contract): Change[] {
   const changes: Change[] = [];
   const locate = (c: Contract, side: "base" | "head", ...keys: (string | undefined)[]) => {
@@ -123,6 +129,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
     return { schema: s, name };
   };
   const modelName = (name: string | undefined) => name?.split(".").pop();
+  const same = (x: unknown, y: unknown) => JSON.stringify(x) === JSON.stringify(y);
   const enumValues = (s: Json | undefined): unknown[] | undefined => (s?.const !== undefined ? [s.const] : Array.isArray(s?.enum) ? s.enum : undefined);
   /** The enum or const values of each property a schema gives in the base and the head. */
   const limitsOf = (b: Json, a: Json): Record<string, Limit> => {
@@ -175,25 +182,35 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
       return;
     }
 
-    // An object that becomes a choice of objects, or a choice that becomes one object: one change, not each
-    // member reported removed. In a problem body it is a new cause, which only servers must produce (D60).
-    const choiceOf = (s: Json): string[] | undefined =>
-      s.properties ? undefined : ((s.oneOf ?? s.anyOf) as Json[] | undefined)?.map((v) => (typeof v.$ref === "string" ? v.$ref.split("/").pop()! : "an inline schema"));
-    const [cb, ca] = [choiceOf(b), choiceOf(a)];
-    if (!cb !== !ca && Object.keys(b).length && Object.keys(a).length) {
-      const show = (choice: string[] | undefined, name: string | undefined) => (choice ? `one of ${choice.join(", ")}` : (name ?? "an object"));
-      schemaChange(inner, "type-changed", ctx.flow === "error" ? "wider" : "different", `${show(cb, rb.name)} → ${show(ca, ra.name)}`);
+    // An object that becomes a choice of named objects, or the other way round: one change, not each member
+    // reported removed. In a problem body it is a new cause, which only servers must produce (D60), unless
+    // a problem type the body could have is taken away, which still breaks a client that recognizes it.
+    const choiceOf = (c: Contract, s: Json): Json[] | undefined => {
+      const members = (s.oneOf ?? s.anyOf) as Json[] | undefined;
+      if (s.properties || !members?.every((m) => typeof m.$ref === "string")) return undefined;
+      return members.every((m) => typeOf(resolve(c.openapi, m).schema ?? {}) === "object") ? members : undefined;
+    };
+    const [cb, ca] = [choiceOf(base, b), choiceOf(head, a)];
+    if (!cb !== !ca && typeOf(cb ? a : b) === "object") {
+      const show = (choice: Json[] | undefined, name: string | undefined) =>
+        choice ? `one of ${choice.map((m) => String(m.$ref).split("/").pop()).join(", ")}` : (name ?? "an object");
+      /** The `type` values a problem body of this shape can have. */
+      const problemTypes = (c: Contract, s: Json, choice: Json[] | undefined) =>
+        (choice ? choice.map((m) => resolve(c.openapi, m).schema ?? {}) : [s]).flatMap((m) => enumValues(resolve(c.openapi, m.properties?.type).schema) ?? []);
+      const lost = ctx.flow === "error" && problemTypes(base, b, cb).some((t) => !problemTypes(head, a, ca).some((u) => same(t, u)));
+      schemaChange(inner, "type-changed", ctx.flow === "error" && !lost ? "wider" : "different", `${show(cb, rb.name)} → ${show(ca, ra.name)}`);
       return;
     }
 
     // enum and const: a value added widens, a value removed narrows. In an allOf part only the values the
     // enclosing schema also allows count (RateLimitedProblem's `type` stays rate-limited whatever Problem's
     // list of types gains).
-    const same = (x: unknown, y: unknown) => JSON.stringify(x) === JSON.stringify(y);
     const within = (vs: unknown[] | undefined, limit: unknown[] | undefined) => (vs && limit ? vs.filter((v) => limit.some((l) => same(l, v))) : vs);
     const vb = within(enumValues(b), ctx.limit?.base);
     const va = within(enumValues(a), ctx.limit?.head);
-    if (vb || va) {
+    // Where the enclosing schema gained or lost its own limit, that change is reported there, once.
+    const limitChanged = ctx.limit !== undefined && !ctx.limit.base !== !ctx.limit.head;
+    if ((vb || va) && !limitChanged) {
       if (!vb) schemaChange(inner, "constraint-narrowed", "narrower", `limited to ${JSON.stringify(va)}`);
       else if (!va) schemaChange(inner, "constraint-widened", "wider", `no longer limited to ${JSON.stringify(vb)}`);
       else {
@@ -293,29 +310,35 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
   }
 
   /**
-   * An operation's own rules (`x-…` members with numbers, such as the token endpoint's throttle, D30, and
-   * live-token bound, D32): servers must follow any change; a number lowered may refuse a client what it
-   * got before (a rule's description is documentation).
+   * An operation's own limits (`x-…` members: the token endpoint's throttle of failed authentication, D30,
+   * and its bound on live tokens, D32). Servers must follow any change. A limit added breaks no client that
+   * does what the guides say (authenticate correctly, cache and reuse tokens); made stricter afterwards, it
+   * may refuse a client what it got before. Which way is stricter is known per field (LIMIT_FIELDS); a
+   * field this gate does not know counts as stricter either way. A limit's description is documentation.
    */
   function compareOperationRules(key: string, b: Json, a: Json, location: Change["location"]): void {
     const rules = (op: Json) => Object.keys(op).filter((k) => k.startsWith("x-") && op[k] && typeof op[k] === "object");
+    const shown = (v: unknown) => JSON.stringify(v);
     for (const rule of new Set([...rules(b), ...rules(a)])) {
       const [rb, ra] = [(b[rule] ?? {}) as Json, (a[rule] ?? {}) as Json];
       const message = (text: string) => `${key} ${rule}${text}`;
       if (!b[rule] || !a[rule]) {
         const added = !b[rule];
-        const values = Object.entries(added ? ra : rb).filter(([field]) => field !== "description").map(([field, v]) => `${field} ${JSON.stringify(v)}`);
-        add({ kind: "operation-rule-changed", area: "rest", message: message(`: rule ${added ? "added" : "removed"} (${values.join(", ")})`), breaks: ["servers"], location });
+        const values = Object.entries(added ? ra : rb).filter(([field]) => field !== "description").map(([field, v]) => `${field} ${shown(v)}`);
+        add({ kind: "operation-rule-changed", area: "rest", message: message(`: limit ${added ? "added" : "removed"} (${values.join(", ")})`), breaks: ["servers"], location });
         continue;
       }
       for (const field of new Set([...Object.keys(rb), ...Object.keys(ra)])) {
-        if (JSON.stringify(rb[field]) === JSON.stringify(ra[field])) continue;
+        if (shown(rb[field]) === shown(ra[field])) continue;
         if (field === "description") {
           add({ kind: "documentation", area: "docs", message: message(` description changed`), breaks: [], location });
           continue;
         }
-        const lowered = typeof rb[field] === "number" && typeof ra[field] === "number" ? ra[field] < rb[field] : true;
-        add({ kind: "operation-rule-changed", area: "rest", message: message(`.${field} ${JSON.stringify(rb[field])} → ${JSON.stringify(ra[field])}`), breaks: lowered ? ["clients", "servers"] : ["servers"], location });
+        const direction = LIMIT_FIELDS[rule]?.[field];
+        const [before, after] = [rb[field], ra[field]];
+        const stricter =
+          after === undefined ? false : before === undefined || direction === undefined || typeof before !== "number" || typeof after !== "number" ? true : direction === "higher-is-looser" ? after < before : after > before;
+        add({ kind: "operation-rule-changed", area: "rest", message: message(`.${field} ${shown(before)} → ${shown(after)}`), breaks: stricter ? ["clients", "servers"] : ["servers"], location });
       }
     }
   }

@@ -32,6 +32,7 @@ import type { DeliveryEngine } from "./delivery/index.js";
 import { urlFormProblem, type AddressPolicy } from "./ssrf.js";
 import type { Db } from "./store.js";
 import { nextId } from "./store.js";
+import { clientAddress } from "./proxies.js";
 
 type Logger = FastifyBaseLogger;
 
@@ -219,7 +220,7 @@ function failedAuthThrottle(app: FastifyInstance): TokenThrottle {
   const counters = () =>
     (limiters ??= [
       app.createRateLimit({ max: perClientId, timeWindow: windowSeconds * 1000, keyGenerator: (req) => `client:${clientOf.get(req)}` }),
-      app.createRateLimit({ max: perAddress, timeWindow: windowSeconds * 1000, keyGenerator: (req) => `address:${req.ip}` }),
+      app.createRateLimit({ max: perAddress, timeWindow: windowSeconds * 1000, keyGenerator: (req) => `address:${clientAddress(req.ip, req.socket.remoteAddress)}` }),
     ]);
   return {
     async spent(req, clientId) {

@@ -9,6 +9,7 @@ import { loadConformanceRules } from "../spec.js";
 import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { createApp, type RegistrationOverride, type Timeouts } from "./app.js";
+import { trustedProxiesProblem } from "./proxies.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { buildParts, createDeliveryEngine, DELIVERY_DEFAULTS, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
 import { addressPolicy } from "./ssrf.js";
@@ -91,6 +92,8 @@ export interface RunningServer {
 }
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  const proxies = options.trustProxy && trustedProxiesProblem(options.trustProxy);
+  if (proxies) throw new TypeError(`trustProxy: ${proxies}`);
   const rules = options.rules ? options.rules(loadDeliveryRules()) : loadDeliveryRules();
   const config = options.config ?? loadConfig();
   const level = options.logLevel ?? "silent";

@@ -13,8 +13,8 @@ const cli = path.join(packageRoot, "src/cli/main.ts");
 const cases = JSON.parse(readFileSync(path.join(import.meta.dirname, "data/serve-flag-cases.json"), "utf8")) as {
   refused: { args: string[]; flag: string; says: string }[];
 };
-// DATABASE_URL of the surrounding shell must not decide a case.
-const { DATABASE_URL: _ignored, ...env } = process.env;
+// The variables serve reads, set in the surrounding shell, must not decide a case.
+const { DATABASE_URL: _db, CONFORMANCE_CLOCK: _clock, TRUST_PROXY: _proxy, ...env } = process.env;
 
 describe("serve refuses bad configuration at start", () => {
   it.each(cases.refused.map((c) => [c.args.join(" "), c] as const))("%s", async (_name, c) => {
@@ -49,6 +49,30 @@ describe("serve at start", () => {
     } finally {
       child.kill("SIGINT");
       if (child.exitCode === null) await once(child, "exit");
+    }
+  });
+
+  it.each([
+    ["--trust-proxy 127.0.0.1", ["--trust-proxy", "127.0.0.1"], {}],
+    ["TRUST_PROXY=127.0.0.1", [], { TRUST_PROXY: "127.0.0.1" }],
+  ])("with %s, takes the client's address from X-Forwarded-For (the log's remoteAddress, D30)", async (_name, args, extra) => {
+    const child = spawn(process.execPath, ["--import", "tsx", cli, "serve", "--port", "0", "--log-level", "info", ...args], { cwd: packageRoot, env: { ...env, ...extra } });
+    let out = "";
+    let log = "";
+    child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
+    child.stderr.setEncoding("utf8").on("data", (s: string) => (log += s));
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout.on("data", () => /reference server on (http:\/\/\S+)/.exec(out)?.[1] && resolve(/reference server on (http:\/\/\S+)/.exec(out)![1]!));
+        child.once("exit", (code) => reject(new Error(`serve exited with ${code}: ${out}${log}`)));
+      });
+      await fetch(`${url}/api/v2/businesses/search?category_id=1000123&zip=10001`, { headers: { "x-forwarded-for": "203.0.113.9" } });
+      child.kill("SIGINT");
+      await once(child, "exit");
+      const lines = log.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { req?: { remoteAddress?: string } });
+      expect(lines.find((l) => l.req)?.req?.remoteAddress, log).toBe("203.0.113.9");
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
     }
   });
 });

@@ -40,7 +40,9 @@ afterAll(() => {
 
 /** Runs a block with bash in its own process group; `output` holds stdout and stderr together. */
 function bash(script: string, cwd: string) {
-  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script.replaceAll("npx partner-platform ", `${program} `)], { cwd, detached: true });
+  // The folder has no tsconfig.json: tsx takes the checkout's, whose paths map @partner-platform/sdk to its sources.
+  const env = { ...process.env, TSX_TSCONFIG_PATH: path.join(packageRoot, "tsconfig.json") };
+  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script.replaceAll("npx partner-platform ", `${program} `)], { cwd, env, detached: true });
   running.push(child);
   const run = { child, output: "" };
   child.stdout!.setEncoding("utf8").on("data", (s: string) => (run.output += s));
