@@ -180,6 +180,14 @@ export function serveCommand(): Command {
           (flags.config === undefined ? `  demo clients (default config, not for production): ${defaultClients()}\n` : ""),
       );
       await untilStopped();
-      await server.close();
+      // A second signal ends the process at once; and whatever a failed stop left open (a database that
+      // hangs) does not keep it alive for more than a few seconds after the stop.
+      process.once("SIGINT", () => process.exit(130));
+      process.once("SIGTERM", () => process.exit(143));
+      try {
+        await server.close();
+      } finally {
+        setTimeout(() => process.exit(), 5_000).unref();
+      }
     });
 }

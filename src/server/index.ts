@@ -91,6 +91,18 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** How long a stop waits for the engine or the database before it gives up on them (a database that hangs). */
+const STOP_DEADLINE_MS = 30_000;
+
+function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} within ${ms / 1000} s`)), ms);
+    timer.unref();
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const proxies = options.trustProxy && trustedProxiesProblem(options.trustProxy);
   if (proxies) throw new TypeError(`trustProxy: ${proxies}`);
@@ -114,7 +126,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // cannot redact anyway): no redaction pass over each (D43).
   const deliveryLogger = logger.child({}, { redact: [] });
   const log = options.log ?? ((m: string) => logger.warn({ component: "delivery" }, m));
-  const db = options.db ?? (options.databaseUrl ? await openPostgres(options.databaseUrl) : await openEmbedded(options.dataDir));
+  const lost = (error: Error) => logger.warn({ component: "store", err: error }, "a database connection was lost; the next query opens another");
+  const db = options.db ?? (options.databaseUrl ? await openPostgres(options.databaseUrl, lost) : await openEmbedded(options.dataDir));
   await migrate(db);
   // A business that an earlier start (this server's or another's on one database) gave another owner.
   const moved = (await recordOwners(db, config.clients)).filter((c) => c.from !== undefined);
@@ -211,14 +224,26 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   const host = options.host ?? "127.0.0.1";
   // The engine first: attempts in flight are handed back rather than waited for, whatever the API is doing.
+  // Every step runs whatever the one before it did (a database gone during the stop must not leave the
+  // port listening); the first failure is thrown once all have run.
   const close = async () => {
-    await engine.stop();
-    await app.close();
-    await dispatcher.close();
-    transport?.close();
-    if (!options.db) await db.close();
+    const failures: unknown[] = [];
+    const step = async (what: () => unknown) => {
+      try {
+        await what();
+      } catch (error) {
+        failures.push(error);
+        logger.error({ err: error }, "stopping: a step failed; the others go on");
+      }
+    };
+    await step(() => withDeadline(engine.stop(), STOP_DEADLINE_MS, "the delivery engine did not stop"));
+    await step(() => app.close());
+    await step(() => dispatcher.close());
+    await step(() => transport?.close());
+    if (!options.db) await step(() => withDeadline(db.close(), STOP_DEADLINE_MS, "the database did not close"));
     // The last lines, the engine's stop among them, are written before close() resolves.
     if (destination) await new Promise<void>((resolve) => destination.flush(() => resolve()));
+    if (failures.length > 0) throw failures[0];
   };
   try {
     await app.listen({ host, port: options.port ?? 0 });

@@ -3,7 +3,6 @@
 // be one the server can call as written. Checked at registration, and at delivery by the connection's
 // own DNS look-up, so a name cannot resolve to a public address at the check and a private one at connect.
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
-import { lookup } from "node:dns/promises";
 import type { LookupFunction } from "node:net";
 import ipaddr from "ipaddr.js";
 
@@ -69,8 +68,28 @@ export interface AddressPolicy {
  * The policy of a server: `allowLoopback` while the Conformance Control API is on (the suite's receiver
  * listens on 127.0.0.1, D22); `allowPrivate` (local testing) accepts every address.
  */
-export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?: boolean } = {}): AddressPolicy {
+type Resolve = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+const systemResolve: Resolve = (hostname, callback) => dnsLookup(hostname, { all: true }, callback);
+
+/**
+ * `resolve` (the system's resolver by default) is called once for a host name however many connections
+ * to it wait for it: a look-up is a thread of libuv's pool of 4 (getaddrinfo), so a partner's host name
+ * whose DNS does not answer held every thread, and the webhooks of other hosts failed behind it (D40).
+ */
+export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?: boolean; resolve?: Resolve } = {}): AddressPolicy {
   const allowLoopback = options.allowLoopback ?? false;
+  const resolve = options.resolve ?? systemResolve;
+  const underWay = new Map<string, Promise<LookupAddress[]>>();
+  const resolveOnce = (hostname: string): Promise<LookupAddress[]> => {
+    let found = underWay.get(hostname);
+    if (!found) {
+      found = new Promise<LookupAddress[]>((ok, fail) => resolve(hostname, (error, addresses) => (error ? fail(error) : ok(addresses)))).finally(() =>
+        underWay.delete(hostname),
+      );
+      underWay.set(hostname, found);
+    }
+    return found;
+  };
   /** The range that makes an address refused, or undefined when it may be called. */
   const refusedRange = (address: string): string | undefined => {
     if (options.allowPrivate) return undefined;
@@ -98,7 +117,7 @@ export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?:
       try {
         // A stalled resolver must not hold a registration: 2 s, then treat the name as unresolved.
         addresses = await Promise.race([
-          lookup(host, { all: true }),
+          resolveOnce(host),
           new Promise<never>((_, reject) => {
             timer = setTimeout(() => reject(new Error("DNS timeout")), 2000);
           }),
@@ -116,15 +135,20 @@ export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?:
       return undefined;
     },
     lookup: (hostname, lookupOptions, callback) => {
-      dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
-        if (error) return callback(error, "", 0);
-        for (const a of addresses) {
-          const range = refusedRange(a.address);
-          if (range) return callback(Object.assign(new Error(refusal(hostname, a.address, range, allowLoopback)), { code: "EPRIVATEADDRESS" }), "", 0);
-        }
-        if (lookupOptions.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
-        return callback(null, addresses[0]!.address, addresses[0]!.family);
-      });
+      resolveOnce(hostname).then(
+        (all) => {
+          // The connection's own family, when it asks for one (the answer is shared by every family).
+          const addresses = lookupOptions.family === 4 || lookupOptions.family === 6 ? all.filter((a) => a.family === lookupOptions.family) : all;
+          if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no IPv${lookupOptions.family} address`), { code: "ENOTFOUND" }), "", 0);
+          for (const a of addresses) {
+            const range = refusedRange(a.address);
+            if (range) return callback(Object.assign(new Error(refusal(hostname, a.address, range, allowLoopback)), { code: "EPRIVATEADDRESS" }), "", 0);
+          }
+          if (lookupOptions.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
+          return callback(null, addresses[0]!.address, addresses[0]!.family);
+        },
+        (error: NodeJS.ErrnoException) => callback(error, "", 0),
+      );
     },
   };
 }

@@ -3,7 +3,7 @@
 // leads, events and pending attempts all live here, so a restart loses nothing.
 import { execFile } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cp, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { hostname, tmpdir } from "node:os";
@@ -92,10 +92,50 @@ function freshClusterDir(): Promise<string> {
 export function embeddedDirProblem(dir: string): string | undefined {
   if (!existsSync(dir)) return undefined;
   if (!statSync(dir).isDirectory()) return `${dir} is not a folder`;
+  const user = liveUserOf(dir);
+  if (user) return `${dir} is in use by another serve (pid ${user.pid} on this host, since ${user.since}): stop it, or give another folder`;
   if (readdirSync(dir).length > 0 && !existsSync(path.join(dir, "PG_VERSION"))) {
     return `${dir} holds files but no database (no PG_VERSION): give a new or empty folder, or one an earlier serve made`;
   }
   return undefined;
+}
+
+/**
+ * A serve's mark in its embedded database's folder. PGlite's own postmaster.pid names no real process,
+ * so PostgreSQL's lock does not keep a second process out, and two processes on one folder lost
+ * committed rows. A lock whose process is gone (kill -9) or is this one (a restarted container's pid 1)
+ * is taken over.
+ */
+const LOCK_FILE = "partner-platform-serve.lock";
+
+function liveUserOf(dir: string): { pid: number; since: string } | undefined {
+  let lock: { pid: number; host: string; since: string };
+  try {
+    lock = JSON.parse(readFileSync(path.join(dir, LOCK_FILE), "utf8")) as typeof lock;
+  } catch {
+    return undefined;
+  }
+  if (lock.host !== hostname() || lock.pid === process.pid || !Number.isInteger(lock.pid)) return undefined;
+  try {
+    process.kill(lock.pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return undefined;
+  }
+  return lock;
+}
+
+function lockEmbeddedDir(dir: string): () => void {
+  const problem = embeddedDirProblem(dir);
+  if (problem) throw new Error(problem);
+  const file = path.join(dir, LOCK_FILE);
+  writeFileSync(file, JSON.stringify({ pid: process.pid, host: hostname(), since: new Date().toISOString() }));
+  return () => {
+    try {
+      if ((JSON.parse(readFileSync(file, "utf8")) as { pid: number }).pid === process.pid) rmSync(file, { force: true });
+    } catch {
+      // Gone already, or taken over.
+    }
+  };
 }
 
 /**
@@ -223,6 +263,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   const problem = embeddedDirProblem(dir);
   if (problem) throw new Error(problem);
   if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
+  const unlock = dataDir ? lockEmbeddedDir(dir) : () => undefined;
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
   const worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
@@ -237,6 +278,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
     await query("SELECT 1");
   } catch (error) {
     await worker.terminate();
+    unlock();
     throw error;
   }
   return {
@@ -260,6 +302,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
         worker.ref();
         await exited;
       }
+      unlock();
       if (temporary) await rm(temporary, { recursive: true, force: true });
     },
     claimOwner: async () => randomUUID(),
@@ -277,9 +320,40 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
 /** Omit over each member of a union (the built-in Omit merges them). */
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 
-export async function openPostgres(connectionString: string): Promise<Db> {
-  const pool = new pg.Pool({ connectionString, max: 10 });
+/**
+ * `onConnectionLost` hears of a pooled connection that ended while idle (a restart, a failover,
+ * `pg_terminate_backend`, an idle timeout): the pool drops it and opens another on the next query;
+ * unheard, pg-pool's error event would end the process.
+ */
+export async function openPostgres(connectionString: string, onConnectionLost: (error: Error) => void = () => undefined): Promise<Db> {
+  const pool = new pg.Pool({ connectionString, max: 10, keepAlive: true, connectionTimeoutMillis: 10_000 });
+  pool.on("error", onConnectionLost);
   let liveness: pg.Client | undefined;
+  let closing = false;
+  /**
+   * The liveness session, with its lock on `key`. Lost (a restart, a failover, an idle timeout), the lock
+   * is released and other servers would take this one's claims as a dead process's: it is opened again
+   * and the same key taken again, retried every second until it is or the store closes.
+   */
+  const holdLiveness = async (key: number): Promise<boolean> => {
+    if (closing) return true;
+    const client = new pg.Client({ connectionString, keepAlive: true });
+    client.on("error", () => undefined);
+    await client.connect();
+    const { rows } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS ok", [LIVENESS_LOCKS, key]);
+    if (!rows[0]!.ok || closing) {
+      await client.end();
+      return closing;
+    }
+    liveness = client;
+    client.once("end", () => {
+      if (closing) return;
+      onConnectionLost(new Error(`the liveness session of pg-${key} ended: taking its lock again`));
+      const retake = () => void holdLiveness(key).then((held) => held || setTimeout(retake, 1000).unref(), () => setTimeout(retake, 1000).unref());
+      retake();
+    });
+    return true;
+  };
   const query = async <R>(sql: string, params?: unknown[]) => ({ rows: (await pool.query(sql, params)).rows as R[] });
   return {
     query,
@@ -300,13 +374,9 @@ export async function openPostgres(connectionString: string): Promise<Db> {
     async claimOwner() {
       // The owner's name is a lock key held by a session of its own for as long as the process lives:
       // PostgreSQL releases it when the connection ends, a kill -9 included.
-      liveness ??= new pg.Client({ connectionString });
-      await liveness.connect();
-      liveness.on("error", () => undefined);
       for (;;) {
         const key = 1 + Math.floor(Math.random() * (2 ** 31 - 2));
-        const { rows } = await liveness.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS ok", [LIVENESS_LOCKS, key]);
-        if (rows[0]!.ok) return `pg-${key}`;
+        if (await holdLiveness(key)) return `pg-${key}`;
       }
     },
     async handBackOrphans(owner) {
@@ -331,6 +401,7 @@ export async function openPostgres(connectionString: string): Promise<Db> {
       return rows[0]!.n;
     },
     async close() {
+      closing = true;
       await pool.end();
       await liveness?.end();
     },

@@ -31,6 +31,26 @@ let n = 0;
 const endpoint = (name: string) => `${name}-${++n}`;
 
 describe("delivery", () => {
+  it("makes an attempt again when its outcome could not be recorded (at-least-once, D4), not never", async () => {
+    let failOnce = true;
+    const server = await start({
+      parts: (base) => ({
+        async record(batch) {
+          if (!failOnce) return base.record(batch);
+          failOnce = false;
+          throw new Error("Connection terminated unexpectedly (injected once)");
+        },
+      }),
+    });
+    const hook = endpoint("unrecorded");
+    await register(server, receiver.url(hook), ["review.created"], "4711");
+    const triggered = await control(server).trigger("review.created", "4711");
+    await control(server).advance(0);
+    // The first outcome was lost; the attempt is queued again and made again with the same event id.
+    await control(server).advance(0);
+    expect(receiver.at(hook).map((d) => envelope(d.body).id)).toEqual([triggered.body.id, triggered.body.id]);
+  });
+
   it("posts the exact signed bytes, only to webhooks of the event's name and business", async () => {
     const server = await start();
     const [wanted, otherEvent, otherBusiness] = [endpoint("wanted"), endpoint("other-event"), endpoint("other-business")];

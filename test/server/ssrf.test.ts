@@ -39,3 +39,32 @@ describe("webhook URL check", () => {
     });
   });
 });
+
+describe("look-ups at connection time (D40)", () => {
+  /** A resolver that answers only when told, counting its calls per host name. */
+  function heldResolver() {
+    const calls = new Map<string, number>();
+    const waiting: (() => void)[] = [];
+    const resolve = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: { address: string; family: number }[]) => void) => {
+      calls.set(hostname, (calls.get(hostname) ?? 0) + 1);
+      waiting.push(() => callback(null, [{ address: "93.184.215.14", family: 4 }]));
+    };
+    return { resolve, calls, answer: () => waiting.splice(0).forEach((w) => w()) };
+  }
+  const lookUp = (policy: ReturnType<typeof addressPolicy>, host: string) =>
+    new Promise<string>((ok, fail) => policy.lookup(host, { family: 0 }, (error, address) => (error ? fail(error) : ok(address as string))));
+
+  it("resolves a host name once for every connection waiting for it, so a slow one holds one of the resolver's threads", async () => {
+    const resolver = heldResolver();
+    const policy = addressPolicy({ resolve: resolver.resolve });
+    const waiting = [...Array.from({ length: 5 }, () => lookUp(policy, "slow.example")), lookUp(policy, "other.example")];
+    expect(Object.fromEntries(resolver.calls)).toEqual({ "slow.example": 1, "other.example": 1 });
+    resolver.answer();
+    expect(await Promise.all(waiting)).toEqual(Array(6).fill("93.184.215.14"));
+    // Answered, a name is looked up again by the next connection (the check is each connection's, D22).
+    const again = lookUp(policy, "slow.example");
+    resolver.answer();
+    await again;
+    expect(resolver.calls.get("slow.example")).toBe(2);
+  });
+});

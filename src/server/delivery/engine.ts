@@ -72,6 +72,8 @@ export interface DeliveryEngine {
  */
 const RECORD_BATCH = 128;
 const RECORD_LINGER_MS = 30;
+/** Disable e-mails claimed at a time: each is renewed before its send, so a slow SMTP server cannot outlast the claims. */
+const MAIL_BATCH = 10;
 /** Events emitted alone stored per statement at most. */
 const EMIT_BATCH = 256;
 /** Real ms at least between two passes of the loop (real and scaled clocks), so that new events share one. */
@@ -245,8 +247,29 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   /** Ends a batch's wait for more outcomes early: enough are waiting, or no attempt is left to end. */
   let gathered: (() => void) | undefined;
-  // Not recorded (the statement failed): the attempts stay claimed and are made again after their lease (at-least-once).
-  const outcomes = createBatcher<Outcome, Recorded>({ max: 500, run: (batch) => parts.record(batch), beforeBatch: gather });
+  const outcomes = createBatcher<Outcome, Recorded>({ max: 500, run: (batch) => recordOrHandBack(batch), beforeBatch: gather });
+
+  /**
+   * The attempts this process has claimed and not yet recorded: the only claims it renews. One whose
+   * outcome could not be recorded is handed back, or, where that fails too, left to run out its lease and
+   * be claimed again (at-least-once, D4): renewing every claim of the process kept such attempts claimed,
+   * never made again, until it stopped.
+   */
+  const held = new Set<string>();
+
+  async function recordOrHandBack(batch: Outcome[]): Promise<Recorded[]> {
+    try {
+      return await parts.record(batch);
+    } catch (error) {
+      await db
+        .query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND state = 'in_flight'", [
+          batch.map((o) => o.attemptId),
+          options.owner,
+        ])
+        .catch((e: unknown) => options.log(`${batch.length} attempts whose outcomes were not recorded are claimed again once their leases run out: ${(e as Error).message}`));
+      throw error;
+    }
+  }
   const enoughGathered = () => outcomes.waiting >= RECORD_BATCH || attemptsUnderWay === 0;
 
   function record(outcome: Outcome): Promise<Recorded> {
@@ -338,12 +361,15 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     let outcome: Outcome | undefined;
     try {
       outcome = await attempt(a, signed);
-      if (!outcome) return;
+      if (!outcome) {
+        held.delete(a.id);
+        return;
+      }
     } finally {
       attemptsUnderWay--;
       if (maxInFlight - attemptsUnderWay === claimBatch) kick();
     }
-    const recorded = await record(outcome);
+    const recorded = await record(outcome).finally(() => held.delete(a.id));
     options.outcomeLog?.({ webhookId: a.webhookId, attemptId: String(a.id), attempt: a.attempt, ok: outcome.ok, status: outcome.status, error: outcome.error, recorded });
     if (recorded === "disabled") await sendPendingNotifications();
     else if (recorded === "failed" && outcome.retryAt !== undefined) wake(outcome.retryAt);
@@ -358,18 +384,49 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   // -- The disable e-mail (D26) ------------------------------------------------------------------
 
-  /** Sends the "webhook disabled" e-mails not sent yet, each claimed first so that it goes out once. */
-  async function sendPendingNotifications(): Promise<void> {
+  /**
+   * Sends the "webhook disabled" e-mails not sent yet, each claimed first so that it goes out once (D26).
+   * One run at a time in a process: a call during a run joins it, and the run looks once more before it
+   * ends. A run claims a few at a time, and renews each claim just before its send: a claim left to run
+   * out while slow sends went before it was taken by the next run, and the e-mail went twice.
+   */
+  let mailing: Promise<void> | undefined;
+  let mailAgain = false;
+  function sendPendingNotifications(): Promise<void> {
+    if (mailing) {
+      mailAgain = true;
+      return mailing;
+    }
+    mailing = (async () => {
+      do {
+        mailAgain = false;
+        while ((await sendNotificationBatch()) === MAIL_BATCH);
+      } while (mailAgain);
+    })().finally(() => (mailing = undefined));
+    return mailing;
+  }
+
+  /** Claims and sends up to MAIL_BATCH e-mails; returns how many were sent. */
+  async function sendNotificationBatch(): Promise<number> {
     const realNow = Date.now();
     const { rows } = await db.query<{ webhook_id: string; client_id: string; url: string; business_id: string; created_at: string }>(
       `WITH claimed AS (
          UPDATE notifications SET claimed_by = $1, claimed_at = $2 WHERE webhook_id IN (
-           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3) FOR UPDATE SKIP LOCKED)
+           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3)
+           ORDER BY webhook_id LIMIT $4 FOR UPDATE SKIP LOCKED)
          RETURNING webhook_id, client_id, created_at)
        SELECT c.webhook_id, c.client_id, c.created_at, w.url, w.business_id FROM claimed c JOIN webhooks w ON w.id = c.webhook_id`,
-      [options.owner, realNow, realNow - options.leaseMs],
+      [options.owner, realNow, realNow - options.leaseMs, MAIL_BATCH],
     );
+    let sent = 0;
     for (const n of rows) {
+      // Still ours? Renewed, it stays ours for a lease from now; taken over, it is the other run's to send.
+      const { rows: held } = await db.query("UPDATE notifications SET claimed_at = $1 WHERE webhook_id = $2 AND claimed_by = $3 AND sent_at IS NULL RETURNING 1", [
+        Date.now(),
+        n.webhook_id,
+        options.owner,
+      ]);
+      if (held.length === 0) continue;
       try {
         const recipient = options.contactEmailFor(n.client_id);
         if (!recipient) throw new Error(`no contact address is configured for client ${n.client_id}`);
@@ -391,6 +448,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
           }),
         );
         await db.query("UPDATE notifications SET sent_at = $1 WHERE webhook_id = $2", [clock.now(), n.webhook_id]);
+        sent++;
       } catch (error) {
         // Handed back: the next run tries again.
         await db.query("UPDATE notifications SET claimed_by = NULL WHERE webhook_id = $1", [n.webhook_id]);
@@ -398,6 +456,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         mailFailuresLogged.add(n.webhook_id);
       }
     }
+    return sent;
   }
 
   // -- Running what is due -----------------------------------------------------------------------
@@ -472,6 +531,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         continue;
       }
       const due = await parts.claim(now, limit, { busy, perWebhook });
+      for (const a of due) held.add(a.id);
       const signed = signClaimed(due);
       const runs = due.map((a, i) => track(run(a, signed[i]), `attempt ${a.id}`));
       // Kept only to be waited for: a run in the background may claim a whole backlog.
@@ -620,8 +680,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       clearInterval(renewal);
       renewal = setInterval(() => {
         const now = Date.now();
+        if (held.size === 0) return;
         renewing ??= db
-          .query("UPDATE attempts SET claimed_at = $1 WHERE state = 'in_flight' AND claimed_by = $2 AND claimed_at < $3", [now, options.owner, now - Math.floor(options.leaseMs / 6)])
+          .query("UPDATE attempts SET claimed_at = $1 WHERE id = ANY($4::bigint[]) AND state = 'in_flight' AND claimed_by = $2 AND claimed_at < $3", [
+            now,
+            options.owner,
+            now - Math.floor(options.leaseMs / 6),
+            [...held],
+          ])
           .then(() => undefined, (error: unknown) => options.log(`renewing the claims failed (tried again in ${options.leaseMs / 3} ms): ${String(error)}`))
           .finally(() => (renewing = undefined));
       }, options.leaseMs / 3);
