@@ -339,8 +339,14 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
     if (closing) return true;
     const client = new pg.Client({ connectionString, keepAlive: true });
     client.on("error", () => undefined);
-    await client.connect();
-    const { rows } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS ok", [LIVENESS_LOCKS, key]);
+    let rows: { ok: boolean }[];
+    try {
+      await client.connect();
+      ({ rows } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS ok", [LIVENESS_LOCKS, key]));
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
     if (!rows[0]!.ok || closing) {
       await client.end();
       return closing;

@@ -421,12 +421,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     let sent = 0;
     for (const n of rows) {
       // Still ours? Renewed, it stays ours for a lease from now; taken over, it is the other run's to send.
-      const { rows: held } = await db.query("UPDATE notifications SET claimed_at = $1 WHERE webhook_id = $2 AND claimed_by = $3 AND sent_at IS NULL RETURNING 1", [
+      const { rows: ours } = await db.query("UPDATE notifications SET claimed_at = $1 WHERE webhook_id = $2 AND claimed_by = $3 AND sent_at IS NULL RETURNING 1", [
         Date.now(),
         n.webhook_id,
         options.owner,
       ]);
-      if (held.length === 0) continue;
+      if (ours.length === 0) continue;
       try {
         const recipient = options.contactEmailFor(n.client_id);
         if (!recipient) throw new Error(`no contact address is configured for client ${n.client_id}`);
