@@ -329,7 +329,7 @@ export function compareContracts(base: Contract, head: Contract): Change[] {
         continue;
       }
       for (const field of new Set([...Object.keys(rb), ...Object.keys(ra)])) {
-        if (shown(rb[field]) === shown(ra[field])) continue;
+        if (same(rb[field], ra[field])) continue;
         if (field === "description") {
           add({ kind: "documentation", area: "docs", message: message(` description changed`), breaks: [], location });
           continue;

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { createApp, type RegistrationOverride, type Timeouts } from "./app.js";
 import { trustedProxiesProblem } from "./proxies.js";
+import { withDeadline } from "./deadline.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { buildParts, createDeliveryEngine, DELIVERY_DEFAULTS, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
 import { addressPolicy } from "./ssrf.js";
@@ -93,15 +94,6 @@ export interface RunningServer {
 
 /** How long a stop waits for the engine or the database before it gives up on them (a database that hangs). */
 const STOP_DEADLINE_MS = 30_000;
-
-function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} within ${ms / 1000} s`)), ms);
-    timer.unref();
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
-}
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const proxies = options.trustProxy && trustedProxiesProblem(options.trustProxy);

@@ -5,6 +5,7 @@
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import type { LookupFunction } from "node:net";
 import ipaddr from "ipaddr.js";
+import { withDeadline } from "./deadline.js";
 
 /** The global unicast block of IPv6 (RFC 4291): everything outside it is local, special or unassigned. */
 const globalUnicast6 = ipaddr.parseCIDR("2000::/3");
@@ -64,14 +65,13 @@ export interface AddressPolicy {
   lookup: LookupFunction;
 }
 
-/**
- * The policy of a server: `allowLoopback` while the Conformance Control API is on (the suite's receiver
- * listens on 127.0.0.1, D22); `allowPrivate` (local testing) accepts every address.
- */
 type Resolve = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
 const systemResolve: Resolve = (hostname, callback) => dnsLookup(hostname, { all: true }, callback);
 
 /**
+ * The policy of a server: `allowLoopback` while the Conformance Control API is on (the suite's receiver
+ * listens on 127.0.0.1, D22); `allowPrivate` (local testing) accepts every address.
+ *
  * `resolve` (the system's resolver by default) is called once for a host name however many connections
  * to it wait for it: a look-up is a thread of libuv's pool of 4 (getaddrinfo), so a partner's host name
  * whose DNS does not answer held every thread, and the webhooks of other hosts failed behind it (D40).
@@ -113,20 +113,12 @@ export function addressPolicy(options: { allowLoopback?: boolean; allowPrivate?:
       const host = refused ? "" : hostOf(url);
       if (refused || ipaddr.isValid(host) || options.allowPrivate) return refused;
       let addresses: LookupAddress[];
-      let timer: NodeJS.Timeout | undefined;
       try {
         // A stalled resolver must not hold a registration: 2 s, then treat the name as unresolved.
-        addresses = await Promise.race([
-          resolveOnce(host),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new Error("DNS timeout")), 2000);
-          }),
-        ]);
+        addresses = await withDeadline(resolveOnce(host), 2000, "DNS look-up");
       } catch {
         // Not resolvable now: nothing private to protect; its attempts fail until it resolves (D22).
         return undefined;
-      } finally {
-        clearTimeout(timer);
       }
       for (const a of addresses) {
         const range = refusedRange(a.address);

@@ -125,6 +125,7 @@ function liveUserOf(dir: string): { pid: number; since: string } | undefined {
 }
 
 function lockEmbeddedDir(dir: string): () => void {
+  // Checked again: another start may have taken the folder while this one copied a fresh cluster into it.
   const problem = embeddedDirProblem(dir);
   if (problem) throw new Error(problem);
   const file = path.join(dir, LOCK_FILE);

@@ -24,6 +24,16 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
     postgres?.stop();
   });
 
+  /** Reads until it gives `wanted`, at most 50 times 100 ms apart; the last value read. */
+  const eventually = async <T>(read: () => Promise<T>, wanted: T): Promise<T> => {
+    let value = await read();
+    for (let i = 1; i < 50 && value !== wanted; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      value = await read();
+    }
+    return value;
+  };
+
   const token = async () =>
     (
       await fetch(`${server.url}/oauth2/token`, {
@@ -46,12 +56,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
       await admin.end();
     }
     // The pool hears of each ended connection as it happens; poll until a request gets through again.
-    let status = 0;
-    for (let i = 0; i < 50 && status !== 200; i++) {
-      status = await token().catch(() => 0);
-      if (status !== 200) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(status).toBe(200);
+    expect(await eventually(() => token().catch(() => 0), 200)).toBe(200);
     // The liveness lock (D41) is taken again: without it other servers would take this one's claims.
     const locks = async () => {
       const c = new pg.Client({ connectionString: url });
@@ -63,11 +68,6 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
         await c.end();
       }
     };
-    let held = 0;
-    for (let i = 0; i < 50 && held !== 1; i++) {
-      held = await locks();
-      if (held !== 1) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(held).toBe(1);
+    expect(await eventually(locks, 1)).toBe(1);
   });
 });
