@@ -31,7 +31,7 @@ import {
 import type { DeliveryEngine } from "./delivery/index.js";
 import { urlFormProblem, type AddressPolicy } from "./ssrf.js";
 import type { Db } from "./store.js";
-import { nextId } from "./store.js";
+import { nextId, storeUnavailable } from "./store.js";
 import { clientAddress } from "./proxies.js";
 
 type Logger = FastifyBaseLogger;
@@ -53,6 +53,9 @@ export interface AppOptions {
   /** Proxies (addresses, CIDR ranges, or loopback/linklocal/uniquelocal) whose X-Forwarded-For names the client (D30). */
   trustProxy?: string[];
 }
+
+/** When a client told the database is unavailable (503) may try again (D33). */
+const STORE_RETRY_AFTER_SECONDS = 5;
 
 /** How long a client may take (D33): slow or idle connections are closed, so they cannot pile up. */
 export interface Timeouts {
@@ -125,7 +128,8 @@ class ProblemError extends Error {
 function problemBody(status: number, detail: string, instance: string, errors?: FieldError[], typeSlug?: string) {
   const type = (typeSlug ? problemTypeBySlug(typeSlug) : problemTypes.get(status)) ?? "about:blank";
   const slug = type.split(":").pop()!;
-  const title = slug.charAt(0).toUpperCase() + slug.slice(1).replace(/-/g, " ");
+  // about:blank's title is the status's own phrase (RFC 9457 §4.2.1).
+  const title = type === "about:blank" ? STATUS_CODES[status]! : slug.charAt(0).toUpperCase() + slug.slice(1).replace(/-/g, " ");
   return { type, title, status, detail, instance, ...(errors?.length ? { errors } : {}) };
 }
 
@@ -340,6 +344,15 @@ export function createApp(options: AppOptions): FastifyInstance {
     done(null, text instanceof ProblemError ? new FormInput(undefined, text.detail) : new FormInput(new URLSearchParams(text)));
   });
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
+    if (storeUnavailable(error)) {
+      // Not the request's fault and not for good: the client is told when to try again (D33).
+      req.log.error({ err: error }, "the database is unavailable");
+      return reply
+        .code(503)
+        .headers({ "retry-after": String(STORE_RETRY_AFTER_SECONDS) })
+        .type("application/problem+json")
+        .send(problemBody(503, `The server cannot reach its database; try again in ${STORE_RETRY_AFTER_SECONDS} seconds.`, req.url.split("?")[0]!));
+    }
     const status =
       error instanceof ProblemError
         ? error.status

@@ -19,6 +19,29 @@ import { loadConfig, type ServerConfig } from "./config.js";
 
 export { loadConfig, type ServerConfig } from "./config.js";
 
+/**
+ * The store, opened and migrated. Failing, it is closed again (a pool or a thread left open would keep
+ * the process alive), and the error names the database it could not use, a URL without its password.
+ */
+async function openStore(databaseUrl: string | undefined, dataDir: string | undefined, lost: (error: Error) => void): Promise<Db> {
+  const which = databaseUrl ? `the PostgreSQL database of --database-url (${withoutPassword(databaseUrl)})` : dataDir ? `the embedded database in --data-dir ${dataDir}` : "the embedded database";
+  let db: Db | undefined;
+  try {
+    db = databaseUrl ? await openPostgres(databaseUrl, lost) : await openEmbedded(dataDir);
+    await migrate(db);
+    return db;
+  } catch (error) {
+    await db?.close().catch(() => undefined);
+    throw new Error(`cannot use ${which}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+function withoutPassword(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = "***";
+  return parsed.href;
+}
+
 /** Log paths whose values are replaced by "[redacted]" (D33). */
 const redactedPaths = [
   "req.headers.authorization",
@@ -119,8 +142,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const deliveryLogger = logger.child({}, { redact: [] });
   const log = options.log ?? ((m: string) => logger.warn({ component: "delivery" }, m));
   const lost = (error: Error) => logger.warn({ component: "store", err: error }, "a database connection was lost; the next query opens another");
-  const db = options.db ?? (options.databaseUrl ? await openPostgres(options.databaseUrl, lost) : await openEmbedded(options.dataDir));
-  await migrate(db);
+  const db = options.db ?? (await openStore(options.databaseUrl, options.dataDir, lost));
   // A business that an earlier start (this server's or another's on one database) gave another owner.
   const moved = (await recordOwners(db, config.clients)).filter((c) => c.from !== undefined);
   if (moved.length > 0) {

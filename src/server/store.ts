@@ -3,8 +3,8 @@
 // leads, events and pending attempts all live here, so a restart loses nothing.
 import { execFile } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { cp, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cp, mkdtemp, readdir, readFile, rename, rm, statfs } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
@@ -94,7 +94,9 @@ export function embeddedDirProblem(dir: string): string | undefined {
   if (!statSync(dir).isDirectory()) return `${dir} is not a folder`;
   const user = liveUserOf(dir);
   if (user) return `${dir} is in use by another serve (pid ${user.pid} on this host, since ${user.since}): stop it, or give another folder`;
-  if (readdirSync(dir).length > 0 && !existsSync(path.join(dir, "PG_VERSION"))) {
+  // A serve's own lock and mark are not "other files": a start stopped before or during its copy left them.
+  const others = readdirSync(dir).filter((entry) => entry !== LOCK_FILE && entry !== COPYING);
+  if (others.length > 0 && !existsSync(path.join(dir, "PG_VERSION")) && !existsSync(path.join(dir, COPYING))) {
     return `${dir} holds files but no database (no PG_VERSION): give a new or empty folder, or one an earlier serve made`;
   }
   return undefined;
@@ -125,11 +127,35 @@ function liveUserOf(dir: string): { pid: number; since: string } | undefined {
 }
 
 function lockEmbeddedDir(dir: string): () => void {
-  // Checked again: another start may have taken the folder while this one copied a fresh cluster into it.
-  const problem = embeddedDirProblem(dir);
-  if (problem) throw new Error(problem);
   const file = path.join(dir, LOCK_FILE);
-  writeFileSync(file, JSON.stringify({ pid: process.pid, host: hostname(), since: new Date().toISOString() }));
+  // Linked into place whole, and only where no lock is: of two starts that both found the folder free,
+  // one takes it, and a lock is never read half-written. One whose process is gone is replaced.
+  const content = JSON.stringify({ pid: process.pid, host: hostname(), since: new Date().toISOString() });
+  const take = () => {
+    const written = `${file}.${randomUUID()}`;
+    writeFileSync(written, content);
+    try {
+      linkSync(written, file);
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
+      // A file system without hard links: created in place where none is.
+      try {
+        writeFileSync(file, content, { flag: "wx" });
+        return true;
+      } catch (inPlace) {
+        if ((inPlace as NodeJS.ErrnoException).code === "EEXIST") return false;
+        throw inPlace;
+      }
+    } finally {
+      rmSync(written, { force: true });
+    }
+  };
+  for (let tries = 0; !take(); tries++) {
+    const held = embeddedDirProblem(dir);
+    if (held || tries > 0) throw new Error(held ?? `${dir} is being taken by another serve starting at the same time: give another folder`);
+    rmSync(file, { force: true });
+  }
   return () => {
     try {
       if ((JSON.parse(readFileSync(file, "utf8")) as { pid: number }).pid === process.pid) rmSync(file, { force: true });
@@ -139,22 +165,36 @@ function lockEmbeddedDir(dir: string): () => void {
   };
 }
 
+/** Why PGlite cannot open the database in `dir`, if it is one of another PostgreSQL version (PGlite says only that it failed to start). */
+async function versionProblem(dir: string): Promise<string | undefined> {
+  const major = async (folder: string) => (await readFile(path.join(folder, "PG_VERSION"), "utf8")).trim();
+  const [found, own] = [await major(dir), await major(await freshClusterDir())];
+  return found === own
+    ? undefined
+    : `${dir} holds a database of PostgreSQL ${found}, and this serve's embedded database is PostgreSQL ${own}: give a new folder, or run the version of partner-platform that made it`;
+}
+
+/** Marks a folder a fresh cluster is being copied into; found at start, the copy stopped half-way and is made again. */
+const COPYING = "partner-platform-copying";
+
 /**
- * Copied beside its place and renamed into it: a copy that stops half-way (kill -9) must not leave a
- * folder that looks like a database (PG_VERSION is among the first files copied). The rename takes an
- * empty folder's place; one that gained other files meanwhile is refused by name rather than mixed into.
+ * Copied into the folder (which may be a mount point, a container's volume, that nothing can be renamed
+ * onto), PG_VERSION last and under a mark while the copy is under way: a copy that stops half-way (kill
+ * -9) must not look like a database, and is removed and made again by the next start. The folder is
+ * locked first, so two starts never copy into one folder.
  */
 async function copyFreshCluster(dir: string): Promise<void> {
-  const partial = `${path.resolve(dir)}.partial-${randomUUID()}`;
-  try {
-    await cp(await freshClusterDir(), partial, { recursive: true });
-    await rename(partial, dir).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOTEMPTY" || error.code === "EEXIST") throw new Error(embeddedDirProblem(dir) ?? error.message);
-      throw error;
-    });
-  } finally {
-    await rm(partial, { recursive: true, force: true });
+  const mark = path.join(dir, COPYING);
+  if (existsSync(mark)) {
+    for (const entry of await readdir(dir)) if (entry !== COPYING && entry !== LOCK_FILE) await rm(path.join(dir, entry), { recursive: true, force: true });
+  } else {
+    writeFileSync(mark, "");
   }
+  const fresh = await freshClusterDir();
+  const version = path.join(fresh, "PG_VERSION");
+  await cp(fresh, dir, { recursive: true, filter: (source) => source !== version });
+  await cp(version, path.join(dir, "PG_VERSION"));
+  rmSync(mark);
 }
 
 /**
@@ -254,8 +294,23 @@ function processExists(pid: number): boolean {
   }
 }
 
-/** `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close. */
-export async function openEmbedded(dataDir?: string): Promise<Db> {
+/**
+ * Below this much free space on its file system the embedded database takes no new work (D33): its next
+ * write-ahead log segment alone needs 16 MB, and PGlite, out of room for one, spun forever instead of
+ * failing (every request then hung, and no line was logged).
+ */
+export const EMBEDDED_MIN_FREE_BYTES = 64 * 2 ** 20;
+const DISK_CHECK_MS = 1000;
+const freeBytesOf = async (dir: string) => {
+  const { bavail, bsize } = await statfs(dir);
+  return bavail * bsize;
+};
+
+/**
+ * `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close.
+ * `freeBytes` reads the free space of the folder's file system (a seam for tests).
+ */
+export async function openEmbedded(dataDir?: string, { freeBytes = freeBytesOf }: { freeBytes?: (dir: string) => Promise<number> } = {}): Promise<Db> {
   // On disk even when nothing is kept: PGlite's in-memory file system holds every file in the
   // JavaScript heap, the operating system's page cache costs the process nothing.
   if (!dataDir) await removeAbandonedStores();
@@ -263,13 +318,35 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   const dir = dataDir ?? temporary!;
   const problem = embeddedDirProblem(dir);
   if (problem) throw new Error(problem);
-  if (!existsSync(path.join(dir, "PG_VERSION"))) await copyFreshCluster(dir);
+  const lowDisk = async () => {
+    const free = await freeBytes(existsSync(dir) ? dir : path.dirname(dir));
+    return free < EMBEDDED_MIN_FREE_BYTES
+      ? `the file system of ${dir} has ${(free / 2 ** 20).toFixed(1)} MB free, and the embedded database needs ${EMBEDDED_MIN_FREE_BYTES / 2 ** 20} MB: it takes no new work until there is room`
+      : undefined;
+  };
+  let diskProblem = await lowDisk();
+  if (diskProblem) {
+    if (temporary) await rm(temporary, { recursive: true, force: true });
+    throw new Error(diskProblem);
+  }
+  mkdirSync(dir, { recursive: true });
   const unlock = dataDir ? lockEmbeddedDir(dir) : () => undefined;
+  if (!existsSync(path.join(dir, "PG_VERSION"))) {
+    try {
+      await copyFreshCluster(dir);
+    } catch (error) {
+      unlock();
+      throw error;
+    }
+  }
+  const diskCheck = setInterval(() => void lowDisk().then((p) => (diskProblem = p), () => undefined), DISK_CHECK_MS).unref();
   // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
   // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
   const worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
   const thread = callsTo<DistributiveOmit<StoreRequest, "id">, StoreReply>(worker, "the embedded database's thread");
   const call = async (request: DistributiveOmit<StoreRequest, "id">) => {
+    // Short of disk, nothing new begins (53100, PostgreSQL's disk_full: answered 503); what a transaction began still ends.
+    if (diskProblem && (request.op === "begin" || (request.op === "query" && request.tx === undefined))) throw Object.assign(new Error(diskProblem), { code: "53100" });
     const reply = await thread.call(request);
     if ("error" in reply) throw Object.assign(new Error(String(reply.error.message)), reply.error);
     return reply;
@@ -278,9 +355,10 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   try {
     await query("SELECT 1");
   } catch (error) {
+    clearInterval(diskCheck);
     await worker.terminate();
     unlock();
-    throw error;
+    throw new Error(await versionProblem(dir).catch(() => undefined) ?? (error as Error).message, { cause: error });
   }
   return {
     query: (sql, params) => query(sql, params),
@@ -297,6 +375,7 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
       return result;
     },
     async close() {
+      clearInterval(diskCheck);
       if (!thread.ended()) {
         const exited = once(worker, "exit");
         await call({ op: "close" });
@@ -318,6 +397,25 @@ export async function openEmbedded(dataDir?: string): Promise<Db> {
   };
 }
 
+/**
+ * Whether a store call failed because the database cannot serve now, not because of what was asked: the
+ * server is unreachable, a connection ended, it is out of disk, memory or connections, shutting down or
+ * starting, or a statement ran out its time (D33). The API answers those 503 with Retry-After.
+ */
+export function storeUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08") || code.startsWith("53"))) return true;
+  return error instanceof Error && UNAVAILABLE_MESSAGES.test(error.message);
+}
+
+/** Socket errors, and PostgreSQL's shutdown, crash, start-up and statement-timeout codes (classes 08 and 53 are tested by prefix). */
+const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "57P01", "57P02", "57P03", "57014"]);
+/** What node-postgres and its pool throw, without a code, when a connection cannot be had or is gone. */
+const UNAVAILABLE_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed)/;
+
+/** The longest a statement may run on PostgreSQL (D33); a migration has no limit. */
+export const STATEMENT_TIMEOUT_MS = 30_000;
+
 /** Omit over each member of a union (the built-in Omit merges them). */
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 
@@ -327,7 +425,7 @@ type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : n
  * unheard, pg-pool's error event would end the process.
  */
 export async function openPostgres(connectionString: string, onConnectionLost: (error: Error) => void = () => undefined): Promise<Db> {
-  const pool = new pg.Pool({ connectionString, max: 10, keepAlive: true, connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({ connectionString, max: 10, keepAlive: true, connectionTimeoutMillis: 10_000, statement_timeout: STATEMENT_TIMEOUT_MS });
   pool.on("error", onConnectionLost);
   let liveness: pg.Client | undefined;
   let closing = false;
@@ -372,7 +470,8 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
         await client.query("COMMIT");
         return result;
       } catch (error) {
-        await client.query("ROLLBACK");
+        // A connection that is gone cannot roll back (PostgreSQL did): the first error is the one to tell.
+        await client.query("ROLLBACK").catch(() => undefined);
         throw error;
       } finally {
         client.release();
@@ -832,6 +931,7 @@ const START_LOCK = "SELECT pg_advisory_xact_lock(20261122)";
 /** Creates what is missing; servers starting together on one database take turns (an advisory lock). */
 export async function migrate(db: Db): Promise<void> {
   await db.transaction(async (tx) => {
+    await tx.query("SET LOCAL statement_timeout = 0");
     await tx.query(START_LOCK);
     for (const statement of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
     const { rows: triggers } = await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_trigger WHERE tgrelid = 'webhooks'::regclass AND tgname = ANY($1)", [

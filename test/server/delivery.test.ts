@@ -1,5 +1,7 @@
 // Webhook delivery on a virtual clock (DECISIONS D1–D8, D22, D24): an HTTPS receiver with its own CA,
 // a real SMTP sink, and every wait taken from x-delivery.
+import net from "node:net";
+import { once } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startSmtpSink, type SmtpSink } from "../../conformance/harness/smtp-sink.js";
@@ -148,11 +150,42 @@ describe("delivery", () => {
     await control(server).advance(0);
     const late = await startSmtpSink("127.0.0.1", port);
     try {
-      await control(server).advance(0);
+      // Tried again a second (real time) after the failure.
+      for (let i = 0; i < 100 && late.messages.length === 0; i++) {
+        await control(server).advance(0);
+        await new Promise((r) => setTimeout(r, 100));
+      }
       await control(server).advance(0);
       expect(late.messages.map((m) => m.to)).toEqual([[client.contactEmail]]);
     } finally {
       await late.close();
+    }
+  });
+
+  it("tries an e-mail the SMTP server refused again at waits that double, not on every run", async () => {
+    // An SMTP server that ends every connection at once: each connection is one try.
+    let tries = 0;
+    const refusing = net.createServer((socket) => {
+      tries++;
+      socket.destroy();
+    });
+    refusing.listen(0, "127.0.0.1");
+    await once(refusing, "listening");
+    try {
+      const server = await start({ smtpUrl: `smtp://127.0.0.1:${(refusing.address() as net.AddressInfo).port}` });
+      const hook = endpoint("mail-refused");
+      receiver.script(hook, [], answers.status(500));
+      await register(server, receiver.url(hook), ["review.created"]);
+      for (let i = 0; i < threshold; i++) await control(server).trigger("review.created", "4711");
+      for (let i = 0; i < 100 && tries === 0; i++) await control(server).advance(0);
+      expect(tries).toBe(1);
+      const started = performance.now();
+      for (let i = 0; i < 20; i++) await control(server).advance(0);
+      // Waits of 1, 2, 4, ... s: however slow the runs, far fewer tries than runs.
+      const seconds = (performance.now() - started) / 1000;
+      expect(tries).toBeLessThanOrEqual(2 + Math.log2(1 + seconds));
+    } finally {
+      refusing.close();
     }
   });
 

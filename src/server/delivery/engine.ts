@@ -74,6 +74,11 @@ const RECORD_BATCH = 128;
 const RECORD_LINGER_MS = 30;
 /** Disable e-mails claimed at a time: each is renewed before its send, so a slow SMTP server cannot outlast the claims. */
 const MAIL_BATCH = 10;
+/**
+ * Real ms before a disable e-mail whose send failed is tried again by this process, doubled at each
+ * failure up to the most: every pass of a busy engine tried every e-mail an SMTP server had refused.
+ */
+const MAIL_RETRY_MS = { first: 1_000, most: 300_000 };
 /** Events emitted alone stored per statement at most. */
 const EMIT_BATCH = 256;
 /** Real ms at least between two passes of the loop (real and scaled clocks), so that new events share one. */
@@ -141,7 +146,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const webhooks = new Map<string, { claimed: number; busy: boolean }>();
   const claimPerWebhook = 4 * options.maxInFlightPerWebhook;
   const claimBound = (webhookId: string) => 2 * shares.shareOf(webhookId);
-  const mailFailuresLogged = new Set<string>();
+  /** By webhook, the e-mails whose send failed: how often, and when this process tries again (real time). */
+  const mailRetries = new Map<string, { failures: number; at: number }>();
   const originOf = memoized((url: string) => new URL(url).origin);
   /**
    * The server's places in flight are shared by the webhooks holding claims as an origin's connections
@@ -412,11 +418,11 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     const { rows } = await db.query<{ webhook_id: string; client_id: string; url: string; business_id: string; created_at: string }>(
       `WITH claimed AS (
          UPDATE notifications SET claimed_by = $1, claimed_at = $2 WHERE webhook_id IN (
-           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3)
+           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3) AND webhook_id <> ALL($5::text[])
            ORDER BY webhook_id LIMIT $4 FOR UPDATE SKIP LOCKED)
          RETURNING webhook_id, client_id, created_at)
        SELECT c.webhook_id, c.client_id, c.created_at, w.url, w.business_id FROM claimed c JOIN webhooks w ON w.id = c.webhook_id`,
-      [options.owner, realNow, realNow - options.leaseMs, MAIL_BATCH],
+      [options.owner, realNow, realNow - options.leaseMs, MAIL_BATCH, [...mailRetries].filter(([, r]) => r.at > realNow).map(([id]) => id)],
     );
     let sent = 0;
     for (const n of rows) {
@@ -448,12 +454,15 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
           }),
         );
         await db.query("UPDATE notifications SET sent_at = $1 WHERE webhook_id = $2", [clock.now(), n.webhook_id]);
+        mailRetries.delete(n.webhook_id);
         sent++;
       } catch (error) {
-        // Handed back: the next run tries again.
+        // Handed back, and tried again by this process after a wait that doubles at each failure.
         await db.query("UPDATE notifications SET claimed_by = NULL WHERE webhook_id = $1", [n.webhook_id]);
-        if (!mailFailuresLogged.has(n.webhook_id)) options.log(`e-mail for webhook ${n.webhook_id} not sent yet, will retry: ${(error as Error).message}`);
-        mailFailuresLogged.add(n.webhook_id);
+        const failures = (mailRetries.get(n.webhook_id)?.failures ?? 0) + 1;
+        const waitMs = Math.min(MAIL_RETRY_MS.first * 2 ** (failures - 1), MAIL_RETRY_MS.most);
+        mailRetries.set(n.webhook_id, { failures, at: Date.now() + waitMs });
+        if (failures === 1) options.log(`e-mail for webhook ${n.webhook_id} not sent yet; tried again in ${waitMs / 1000} s, then at waits doubling up to ${MAIL_RETRY_MS.most / 60_000} min: ${(error as Error).message}`);
       }
     }
     return sent;

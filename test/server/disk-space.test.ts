@@ -1,0 +1,50 @@
+// The embedded database short of disk (D33): out of room for a write-ahead log segment, PGlite spun
+// forever and every request hung. Below EMBEDDED_MIN_FREE_BYTES the store takes no new work, with
+// PostgreSQL's disk_full code (the API answers 503), and takes it again once there is room.
+import { afterEach, describe, expect, it } from "vitest";
+import { EMBEDDED_MIN_FREE_BYTES, openEmbedded, storeUnavailable, type Db } from "../../src/server/store.js";
+
+const plenty = 10 * EMBEDDED_MIN_FREE_BYTES;
+const short = EMBEDDED_MIN_FREE_BYTES / 4;
+
+/** Runs `attempt` until it settles as `wanted` (the disk is looked at once a second), at most 5 s; what it settled as last. */
+async function until(attempt: () => Promise<unknown>, wanted: "fulfilled" | "rejected"): Promise<PromiseSettledResult<unknown>> {
+  let result!: PromiseSettledResult<unknown>;
+  for (let i = 0; i < 50; i++) {
+    [result] = await Promise.allSettled([attempt()]);
+    if (result.status === wanted) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return result;
+}
+
+describe("the embedded database short of disk", () => {
+  let db: Db | undefined;
+  afterEach(async () => {
+    await db?.close();
+    db = undefined;
+  });
+
+  it("does not open, and says how much room it has and needs", async () => {
+    await expect(openEmbedded(undefined, { freeBytes: async () => short })).rejects.toThrow(/has 16\.0 MB free, and the embedded database needs 64 MB/);
+  });
+
+  it("takes no new work while short (53100, answered 503), neither a statement nor a transaction, and works again once there is room", async () => {
+    let free = plenty;
+    db = await openEmbedded(undefined, { freeBytes: async () => free });
+    const open = db;
+    await open.query("CREATE TABLE t (n int)");
+    free = short;
+    const refused = await until(() => open.query("SELECT 1"), "rejected");
+    expect(refused.status).toBe("rejected");
+    const error = (refused as PromiseRejectedResult).reason as Error & { code: string };
+    expect(error.code).toBe("53100");
+    expect(storeUnavailable(error)).toBe(true);
+    expect(error.message).toMatch(/has 16\.0 MB free/);
+    await expect(open.transaction((tx) => tx.query("INSERT INTO t VALUES (1)"))).rejects.toMatchObject({ code: "53100" });
+    free = plenty;
+    const back = await until(() => open.transaction((tx) => tx.query("INSERT INTO t VALUES (2)")), "fulfilled");
+    expect(back.status).toBe("fulfilled");
+    expect((await open.query<{ n: number }>("SELECT n FROM t")).rows).toEqual([{ n: 2 }]);
+  });
+});
