@@ -48,6 +48,8 @@ export interface Delivery {
   answeredAt?: number;
   /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang): it gave up. */
   abandonedAt?: number;
+  /** `performance.now()` when the connection it came on closed, by either side. */
+  connectionClosedAt?: number;
   /** The certificate its connection was made with: "own", or the label of one `present` put in place. */
   presented: string;
 }
@@ -116,7 +118,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   const refusals: Refusal[] = [];
   /** The certificate presented on new connections, and on each connection made so far with how many requests came over it. */
   let presenting = "own";
-  const connections = new Map<TLSSocket, { presented: string; requests: number; closedByReceiver: boolean }>();
+  const connections = new Map<TLSSocket, { presented: string; requests: number; closedByReceiver: boolean; deliveries: Delivery[] }>();
   const responders = new Map<string, Responder>();
   const changes = new EventEmitter();
   const sockets = new Set<Socket>();
@@ -132,6 +134,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       const presented = connection?.presented ?? presenting;
       const delivery: Delivery = { seq: deliveries.length, endpoint, method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt, presented };
       deliveries.push(delivery);
+      connection?.deliveries.push(delivery);
       changes.emit("change");
       const answer = await (responders.get(endpoint) ?? (() => answers.ok))(delivery);
       delivery.answer = answer;
@@ -166,10 +169,12 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   });
   // A client checks the host name once the handshake is done (Node.js does): it then closes the connection unused.
   server.on("secureConnection", (socket: TLSSocket) => {
-    const connection = { presented: presenting, requests: 0, closedByReceiver: false };
+    const connection = { presented: presenting, requests: 0, closedByReceiver: false, deliveries: [] as Delivery[] };
     connections.set(socket, connection);
     socket.once("close", () => {
       connections.delete(socket);
+      const closedAt = performance.now();
+      for (const delivery of connection.deliveries) delivery.connectionClosedAt = closedAt;
       if (connection.requests > 0 || connection.closedByReceiver) return;
       refusals.push({ at: performance.now(), presented: connection.presented, how: "closed after the handshake, before any request" });
       changes.emit("change");

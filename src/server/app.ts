@@ -351,7 +351,7 @@ export function createApp(options: AppOptions): FastifyInstance {
         .code(503)
         .headers({ "retry-after": String(STORE_RETRY_AFTER_SECONDS) })
         .type("application/problem+json")
-        .send(problemBody(503, `The server cannot reach its database; try again in ${STORE_RETRY_AFTER_SECONDS} seconds.`, req.url.split("?")[0]!));
+        .send(problemBody(503, `The server's database cannot serve requests now; try again in ${STORE_RETRY_AFTER_SECONDS} seconds.`, req.url.split("?")[0]!));
     }
     const status =
       error instanceof ProblemError

@@ -14,31 +14,49 @@ import { withDeadline } from "./deadline.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
 import { buildParts, createDeliveryEngine, DELIVERY_DEFAULTS, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
 import { addressPolicy } from "./ssrf.js";
-import { migrate, openEmbedded, openPostgres, recordOwners, type Db } from "./store.js";
+import { migrate, openEmbedded, openPostgres, recordOwners, type Db, type OwnerChange } from "./store.js";
 import { loadConfig, type ServerConfig } from "./config.js";
 
 export { loadConfig, type ServerConfig } from "./config.js";
 
 /**
- * The store, opened and migrated. Failing, it is closed again (a pool or a thread left open would keep
- * the process alive), and the error names the database it could not use, a URL without its password.
+ * The store (`given`, or opened), migrated, with the configuration's business owners recorded (D27) and
+ * what that changed. Failing, a store this opened is closed again (a pool or a thread left open would
+ * keep the process alive), and the error names the database it could not use, a URL without its password.
  */
-async function openStore(databaseUrl: string | undefined, dataDir: string | undefined, lost: (error: Error) => void): Promise<Db> {
-  const which = databaseUrl ? `the PostgreSQL database of --database-url (${withoutPassword(databaseUrl)})` : dataDir ? `the embedded database in --data-dir ${dataDir}` : "the embedded database";
-  let db: Db | undefined;
+async function openStore(options: {
+  given?: Db;
+  databaseUrl?: string;
+  dataDir?: string;
+  clients: ServerConfig["clients"];
+  lost: (error: Error) => void;
+  log: (message: string) => void;
+}): Promise<{ db: Db; owners: OwnerChange[] }> {
+  const { databaseUrl, dataDir } = options;
+  const which = options.given
+    ? "the database given"
+    : databaseUrl
+      ? `the PostgreSQL database of --database-url (${withoutPassword(databaseUrl)})`
+      : dataDir
+        ? `the embedded database in --data-dir ${dataDir}`
+        : "the embedded database";
+  let db = options.given;
   try {
-    db = databaseUrl ? await openPostgres(databaseUrl, lost) : await openEmbedded(dataDir);
+    db ??= databaseUrl ? await openPostgres(databaseUrl, options.lost) : await openEmbedded(dataDir, { log: options.log });
     await migrate(db);
-    return db;
+    return { db, owners: await recordOwners(db, options.clients) };
   } catch (error) {
-    await db?.close().catch(() => undefined);
+    if (!options.given) await db?.close().catch(() => undefined);
     throw new Error(`cannot use ${which}: ${(error as Error).message}`, { cause: error });
   }
 }
 
+/** A connection string to show: its password masked, in the user part or as a parameter. */
 function withoutPassword(url: string): string {
+  if (!URL.canParse(url)) return "a connection string that is not a URL";
   const parsed = new URL(url);
   if (parsed.password) parsed.password = "***";
+  for (const name of ["password", "sslpassword"]) if (parsed.searchParams.has(name)) parsed.searchParams.set(name, "***");
   return parsed.href;
 }
 
@@ -142,9 +160,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const deliveryLogger = logger.child({}, { redact: [] });
   const log = options.log ?? ((m: string) => logger.warn({ component: "delivery" }, m));
   const lost = (error: Error) => logger.warn({ component: "store", err: error }, "a database connection was lost; the next query opens another");
-  const db = options.db ?? (await openStore(options.databaseUrl, options.dataDir, lost));
+  const storeLog = (m: string) => logger.warn({ component: "store" }, m);
+  const { db, owners } = await openStore({ given: options.db, databaseUrl: options.databaseUrl, dataDir: options.dataDir, clients: config.clients, lost, log: storeLog });
   // A business that an earlier start (this server's or another's on one database) gave another owner.
-  const moved = (await recordOwners(db, config.clients)).filter((c) => c.from !== undefined);
+  const moved = owners.filter((c) => c.from !== undefined);
   if (moved.length > 0) {
     logger.warn(
       { component: "store", ownerChanges: moved },

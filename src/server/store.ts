@@ -3,7 +3,7 @@
 // leads, events and pending attempts all live here, so a restart loses nothing.
 import { execFile } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
-import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cp, mkdtemp, readdir, readFile, rename, rm, statfs } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { hostname, tmpdir } from "node:os";
@@ -93,9 +93,8 @@ export function embeddedDirProblem(dir: string): string | undefined {
   if (!existsSync(dir)) return undefined;
   if (!statSync(dir).isDirectory()) return `${dir} is not a folder`;
   const user = liveUserOf(dir);
-  if (user) return `${dir} is in use by another serve (pid ${user.pid} on this host, since ${user.since}): stop it, or give another folder`;
-  // A serve's own lock and mark are not "other files": a start stopped before or during its copy left them.
-  const others = readdirSync(dir).filter((entry) => entry !== LOCK_FILE && entry !== COPYING);
+  if (user) return inUse(dir, user);
+  const others = readdirSync(dir).filter((entry) => !ownEntry(entry));
   if (others.length > 0 && !existsSync(path.join(dir, "PG_VERSION")) && !existsSync(path.join(dir, COPYING))) {
     return `${dir} holds files but no database (no PG_VERSION): give a new or empty folder, or one an earlier serve made`;
   }
@@ -110,10 +109,25 @@ export function embeddedDirProblem(dir: string): string | undefined {
  */
 const LOCK_FILE = "partner-platform-serve.lock";
 
+/**
+ * What a folder may hold besides a database and still be taken as new: a serve's lock, the files it
+ * writes the lock through, its copy's mark (a start stopped before or during its copy left them), and
+ * the lost+found of a volume formatted ext4.
+ */
+const ownEntry = (entry: string) => entry === LOCK_FILE || entry.startsWith(`${LOCK_FILE}.`) || entry === COPYING || entry === "lost+found";
+
+const inUse = (dir: string, holder: { pid: number; since: string }) =>
+  `${dir} is in use by another serve (pid ${holder.pid} on this host, since ${holder.since}): stop it, or give another folder`;
+
 function liveUserOf(dir: string): { pid: number; since: string } | undefined {
+  return liveHolder(path.join(dir, LOCK_FILE));
+}
+
+/** The process a lock file names, if it is another one alive on this host. */
+function liveHolder(file: string): { pid: number; since: string } | undefined {
   let lock: { pid: number; host: string; since: string };
   try {
-    lock = JSON.parse(readFileSync(path.join(dir, LOCK_FILE), "utf8")) as typeof lock;
+    lock = JSON.parse(readFileSync(file, "utf8")) as typeof lock;
   } catch {
     return undefined;
   }
@@ -152,9 +166,28 @@ function lockEmbeddedDir(dir: string): () => void {
     }
   };
   for (let tries = 0; !take(); tries++) {
-    const held = embeddedDirProblem(dir);
-    if (held || tries > 0) throw new Error(held ?? `${dir} is being taken by another serve starting at the same time: give another folder`);
-    rmSync(file, { force: true });
+    const holder = liveUserOf(dir);
+    if (holder) throw new Error(inUse(dir, holder));
+    if (tries > 0) throw new Error(`${dir} is being taken by another serve starting at the same time: give another folder`);
+    // A lock whose process is gone is moved aside and judged there: one that another start put in its
+    // place meanwhile (it too found the old lock dead) is put back, not removed.
+    const aside = `${file}.${randomUUID()}`;
+    try {
+      renameSync(file, aside);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw error;
+    }
+    const moved = liveHolder(aside);
+    if (moved) {
+      try {
+        linkSync(aside, file);
+      } finally {
+        rmSync(aside, { force: true });
+      }
+      throw new Error(inUse(dir, moved));
+    }
+    rmSync(aside, { force: true });
   }
   return () => {
     try {
@@ -186,7 +219,7 @@ const COPYING = "partner-platform-copying";
 async function copyFreshCluster(dir: string): Promise<void> {
   const mark = path.join(dir, COPYING);
   if (existsSync(mark)) {
-    for (const entry of await readdir(dir)) if (entry !== COPYING && entry !== LOCK_FILE) await rm(path.join(dir, entry), { recursive: true, force: true });
+    for (const entry of await readdir(dir)) if (!ownEntry(entry)) await rm(path.join(dir, entry), { recursive: true, force: true });
   } else {
     writeFileSync(mark, "");
   }
@@ -308,9 +341,13 @@ const freeBytesOf = async (dir: string) => {
 
 /**
  * `dataDir` persists the embedded database; without it, it lives in a temporary folder removed on close.
- * `freeBytes` reads the free space of the folder's file system (a seam for tests).
+ * `freeBytes` reads the free space of the folder's file system (a seam for tests); `log` hears when the
+ * store stops taking work for want of disk, and when it takes work again.
  */
-export async function openEmbedded(dataDir?: string, { freeBytes = freeBytesOf }: { freeBytes?: (dir: string) => Promise<number> } = {}): Promise<Db> {
+export async function openEmbedded(
+  dataDir?: string,
+  { freeBytes = freeBytesOf, log = () => undefined }: { freeBytes?: (dir: string) => Promise<number>; log?: (message: string) => void } = {},
+): Promise<Db> {
   // On disk even when nothing is kept: PGlite's in-memory file system holds every file in the
   // JavaScript heap, the operating system's page cache costs the process nothing.
   if (!dataDir) await removeAbandonedStores();
@@ -318,47 +355,68 @@ export async function openEmbedded(dataDir?: string, { freeBytes = freeBytesOf }
   const dir = dataDir ?? temporary!;
   const problem = embeddedDirProblem(dir);
   if (problem) throw new Error(problem);
-  const lowDisk = async () => {
-    const free = await freeBytes(existsSync(dir) ? dir : path.dirname(dir));
+  const shortOfDisk = async () => {
+    const free = await freeBytes(dir);
     return free < EMBEDDED_MIN_FREE_BYTES
-      ? `the file system of ${dir} has ${(free / 2 ** 20).toFixed(1)} MB free, and the embedded database needs ${EMBEDDED_MIN_FREE_BYTES / 2 ** 20} MB: it takes no new work until there is room`
+      ? `the file system of ${dir} has ${(free / 2 ** 20).toFixed(1)} MB free, and the embedded database needs ${EMBEDDED_MIN_FREE_BYTES / 2 ** 20} MB`
       : undefined;
   };
-  let diskProblem = await lowDisk();
-  if (diskProblem) {
-    if (temporary) await rm(temporary, { recursive: true, force: true });
-    throw new Error(diskProblem);
-  }
   mkdirSync(dir, { recursive: true });
   const unlock = dataDir ? lockEmbeddedDir(dir) : () => undefined;
-  if (!existsSync(path.join(dir, "PG_VERSION"))) {
-    try {
+  let worker: Worker | undefined;
+  let diskCheck: NodeJS.Timeout | undefined;
+  /** What a start that fails leaves behind: nothing (no lock, timer, thread or temporary folder). */
+  const abandon = async () => {
+    clearInterval(diskCheck);
+    await worker?.terminate();
+    unlock();
+    if (temporary) await rm(temporary, { recursive: true, force: true });
+  };
+  let diskProblem: string | undefined;
+  try {
+    // Before and after a fresh cluster's copy (about 40 MB): a server must not start only to refuse every request.
+    diskProblem = await shortOfDisk();
+    if (!diskProblem && !existsSync(path.join(dir, "PG_VERSION"))) {
       await copyFreshCluster(dir);
-    } catch (error) {
-      unlock();
-      throw error;
+      diskProblem = await shortOfDisk();
     }
+    if (diskProblem) throw new Error(diskProblem);
+    // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
+    // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
+    worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
+  } catch (error) {
+    await abandon();
+    throw error;
   }
-  const diskCheck = setInterval(() => void lowDisk().then((p) => (diskProblem = p), () => undefined), DISK_CHECK_MS).unref();
-  // PGlite runs in a worker thread (checkpointed and vacuumed there), so that its WebAssembly's CPU
-  // overlaps the delivery attempts on this thread's event loop instead of taking turns with them.
-  const worker = await startStoreWorker({ dir, settings: EMBEDDED_SETTINGS, maintenanceMs: EMBEDDED_MAINTENANCE_MS });
+  diskCheck = setInterval(
+    () =>
+      void shortOfDisk().then((now) => {
+        if (Boolean(now) !== Boolean(diskProblem)) log(now ? `${now}: it takes no new work until there is room` : `the file system of ${dir} has room again: the embedded database takes work again`);
+        diskProblem = now;
+      }, () => undefined),
+    DISK_CHECK_MS,
+  ).unref();
   const thread = callsTo<DistributiveOmit<StoreRequest, "id">, StoreReply>(worker, "the embedded database's thread");
   const call = async (request: DistributiveOmit<StoreRequest, "id">) => {
-    // Short of disk, nothing new begins (53100, PostgreSQL's disk_full: answered 503); what a transaction began still ends.
-    if (diskProblem && (request.op === "begin" || (request.op === "query" && request.tx === undefined))) throw Object.assign(new Error(diskProblem), { code: "53100" });
-    const reply = await thread.call(request);
-    if ("error" in reply) throw Object.assign(new Error(String(reply.error.message)), reply.error);
-    return reply;
+    try {
+      // Short of disk, nothing new begins (53100, PostgreSQL's disk_full: answered 503); what a transaction began still ends.
+      if (diskProblem && (request.op === "begin" || (request.op === "query" && request.tx === undefined))) {
+        throw Object.assign(new Error(`${diskProblem}: it takes no new work until there is room`), { code: "53100" });
+      }
+      const reply = await thread.call(request);
+      if ("error" in reply) throw Object.assign(new Error(String(reply.error.message)), reply.error);
+      return reply;
+    } catch (error) {
+      throw fromStore(error);
+    }
   };
   const query = async <R>(sql: string, params?: unknown[], tx?: number) => ({ rows: (await call({ op: "query", sql, params, tx })).rows as R[] });
   try {
     await query("SELECT 1");
   } catch (error) {
-    clearInterval(diskCheck);
-    await worker.terminate();
-    unlock();
-    throw new Error(await versionProblem(dir).catch(() => undefined) ?? (error as Error).message, { cause: error });
+    const version = await versionProblem(dir).catch(() => undefined);
+    await abandon();
+    throw new Error(version ?? (error as Error).message, { cause: error });
   }
   return {
     query: (sql, params) => query(sql, params),
@@ -397,12 +455,26 @@ export async function openEmbedded(dataDir?: string, { freeBytes = freeBytesOf }
   };
 }
 
+/** The errors a store's call threw: only those can say the database is unavailable (a client's own ECONNRESET cannot). */
+const storeErrors = new WeakSet<object>();
+
+/** Marks `error` as thrown by a store call (both stores mark theirs). */
+export function fromStore<E>(error: E): E {
+  if (typeof error === "object" && error !== null) storeErrors.add(error);
+  return error;
+}
+
+const rethrowFromStore = (error: unknown): never => {
+  throw fromStore(error);
+};
+
 /**
  * Whether a store call failed because the database cannot serve now, not because of what was asked: the
  * server is unreachable, a connection ended, it is out of disk, memory or connections, shutting down or
  * starting, or a statement ran out its time (D33). The API answers those 503 with Retry-After.
  */
 export function storeUnavailable(error: unknown): boolean {
+  if (typeof error !== "object" || error === null || !storeErrors.has(error)) return false;
   const code = (error as { code?: unknown } | undefined)?.code;
   if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08") || code.startsWith("53"))) return true;
   return error instanceof Error && UNAVAILABLE_MESSAGES.test(error.message);
@@ -459,15 +531,15 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
     });
     return true;
   };
-  const query = async <R>(sql: string, params?: unknown[]) => ({ rows: (await pool.query(sql, params)).rows as R[] });
+  const query = async <R>(sql: string, params?: unknown[]) => ({ rows: (await pool.query(sql, params).catch(rethrowFromStore)).rows as R[] });
   return {
     query,
     async transaction(fn) {
-      const client = await pool.connect();
+      const client = await pool.connect().catch(rethrowFromStore);
       try {
-        await client.query("BEGIN");
-        const result = await fn({ query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await client.query(sql, params)).rows as R[] }) });
-        await client.query("COMMIT");
+        await client.query("BEGIN").catch(rethrowFromStore);
+        const result = await fn({ query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await client.query(sql, params).catch(rethrowFromStore)).rows as R[] }) });
+        await client.query("COMMIT").catch(rethrowFromStore);
         return result;
       } catch (error) {
         // A connection that is gone cannot roll back (PostgreSQL did): the first error is the one to tell.
@@ -618,6 +690,7 @@ CREATE TABLE IF NOT EXISTS notifications (
 );
 ALTER TABLE notifications ADD COLUMN IF NOT EXISTS client_id text;
 ALTER TABLE notifications DROP COLUMN IF EXISTS recipient;
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS send_failures int NOT NULL DEFAULT 0;
 `;
 
 /**

@@ -8,7 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
-import { STATEMENT_TIMEOUT_MS, storeUnavailable } from "../../src/server/store.js";
+import { fromStore, STATEMENT_TIMEOUT_MS, storeUnavailable } from "../../src/server/store.js";
 import { storageBackends } from "./helpers.js";
 
 const hasPostgres = storageBackends().some((b) => b.postgres);
@@ -162,6 +162,17 @@ describe("what counts as the database being unavailable (D33)", () => {
     ["a syntax error (42601)", Object.assign(new Error("syntax error"), { code: "42601" }), false],
     ["a programming error", new TypeError("Cannot read properties of undefined"), false],
   ])("%s", (_name, error, unavailable) => {
-    expect(storeUnavailable(error)).toBe(unavailable);
+    expect(storeUnavailable(fromStore(error))).toBe(unavailable);
+  });
+
+  it("names a database that cannot be used at start by its URL, every password in it masked", async () => {
+    const start = startServer({ databaseUrl: "postgres://partner:pw-one@127.0.0.1:1/db?password=pw-two&sslpassword=pw-three", log: () => undefined });
+    const error = await start.then(() => undefined, (e: Error) => e);
+    expect(error?.message).toMatch(/^cannot use the PostgreSQL database of --database-url \(postgres:\/\/partner:\*\*\*@127\.0\.0\.1:1\/db\?password=\*\*\*&sslpassword=\*\*\*\): .*ECONNREFUSED/);
+    expect(error?.message).not.toMatch(/pw-/);
+  });
+
+  it("only what a store call threw: a client's own reset connection (ECONNRESET, 'aborted') is not the database", () => {
+    expect(storeUnavailable(Object.assign(new Error("aborted"), { code: "ECONNRESET", statusCode: 400 }))).toBe(false);
   });
 });

@@ -52,6 +52,21 @@ describe("the embedded database's folder", () => {
     expect(existsSync(path.join(volume, "PG_VERSION"))).toBe(true);
   });
 
+  it.each([
+    ["a folder whose parent does not exist yet", []],
+    ["a folder holding a volume's lost+found", ["lost+found/"]],
+    ["a folder holding the lock a dead start left, and the file it wrote it through", ["partner-platform-serve.lock.0b1e", "partner-platform-serve.lock"]],
+  ])("opens %s", async (_name, entries) => {
+    const dir = path.join(parent, "a", "b");
+    for (const entry of entries) {
+      const file = path.join(dir, entry);
+      mkdirSync(entry.endsWith("/") ? file : path.dirname(file), { recursive: true });
+      if (!entry.endsWith("/")) writeFileSync(file, JSON.stringify({ pid: 2 ** 22 + 1, host: "elsewhere", since: "2026-01-01T00:00:00.000Z" }));
+    }
+    const db = await open(dir);
+    expect((await db.query<{ one: number }>("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+  });
+
   it("names the PostgreSQL version of a database another version of the embedded database made (PGlite says only that it failed to start)", async () => {
     const dir = path.join(parent, "data");
     await (await openEmbedded(dir)).close();

@@ -75,8 +75,9 @@ const RECORD_LINGER_MS = 30;
 /** Disable e-mails claimed at a time: each is renewed before its send, so a slow SMTP server cannot outlast the claims. */
 const MAIL_BATCH = 10;
 /**
- * Real ms before a disable e-mail whose send failed is tried again by this process, doubled at each
- * failure up to the most: every pass of a busy engine tried every e-mail an SMTP server had refused.
+ * Real ms before a disable e-mail whose send failed is tried again, doubled at each failure up to the
+ * most: every pass of a busy engine tried every e-mail an SMTP server had refused. The failures are
+ * counted in its row, and its claim is kept until the wait is over, so every server waits it out.
  */
 const MAIL_RETRY_MS = { first: 1_000, most: 300_000 };
 /** Events emitted alone stored per statement at most. */
@@ -146,8 +147,6 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const webhooks = new Map<string, { claimed: number; busy: boolean }>();
   const claimPerWebhook = 4 * options.maxInFlightPerWebhook;
   const claimBound = (webhookId: string) => 2 * shares.shareOf(webhookId);
-  /** By webhook, the e-mails whose send failed: how often, and when this process tries again (real time). */
-  const mailRetries = new Map<string, { failures: number; at: number }>();
   const originOf = memoized((url: string) => new URL(url).origin);
   /**
    * The server's places in flight are shared by the webhooks holding claims as an origin's connections
@@ -415,14 +414,14 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   /** Claims and sends up to MAIL_BATCH e-mails; returns how many were sent. */
   async function sendNotificationBatch(): Promise<number> {
     const realNow = Date.now();
-    const { rows } = await db.query<{ webhook_id: string; client_id: string; url: string; business_id: string; created_at: string }>(
+    const { rows } = await db.query<{ webhook_id: string; client_id: string; url: string; business_id: string; created_at: string; send_failures: number }>(
       `WITH claimed AS (
          UPDATE notifications SET claimed_by = $1, claimed_at = $2 WHERE webhook_id IN (
-           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3) AND webhook_id <> ALL($5::text[])
+           SELECT webhook_id FROM notifications WHERE sent_at IS NULL AND (claimed_by IS NULL OR claimed_at < $3)
            ORDER BY webhook_id LIMIT $4 FOR UPDATE SKIP LOCKED)
-         RETURNING webhook_id, client_id, created_at)
-       SELECT c.webhook_id, c.client_id, c.created_at, w.url, w.business_id FROM claimed c JOIN webhooks w ON w.id = c.webhook_id`,
-      [options.owner, realNow, realNow - options.leaseMs, MAIL_BATCH, [...mailRetries].filter(([, r]) => r.at > realNow).map(([id]) => id)],
+         RETURNING webhook_id, client_id, created_at, send_failures)
+       SELECT c.webhook_id, c.client_id, c.created_at, c.send_failures, w.url, w.business_id FROM claimed c JOIN webhooks w ON w.id = c.webhook_id`,
+      [options.owner, realNow, realNow - options.leaseMs, MAIL_BATCH],
     );
     let sent = 0;
     for (const n of rows) {
@@ -453,16 +452,25 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
             lastFailure: last[0] ?? { status: null, error: null },
           }),
         );
+      } catch (error) {
+        // Kept claimed until the wait is over (a claim older than a lease is free), then any server tries again.
+        const failures = n.send_failures + 1;
+        const waitMs = Math.min(MAIL_RETRY_MS.first * 2 ** (failures - 1), MAIL_RETRY_MS.most);
+        await db.query("UPDATE notifications SET send_failures = $1, claimed_at = $2 WHERE webhook_id = $3 AND claimed_by = $4", [
+          failures,
+          Date.now() + waitMs - options.leaseMs,
+          n.webhook_id,
+          options.owner,
+        ]);
+        if (failures === 1) options.log(`e-mail for webhook ${n.webhook_id} not sent yet; tried again in ${waitMs / 1000} s, then at waits doubling up to ${MAIL_RETRY_MS.most / 60_000} min: ${(error as Error).message}`);
+        continue;
+      }
+      try {
         await db.query("UPDATE notifications SET sent_at = $1 WHERE webhook_id = $2", [clock.now(), n.webhook_id]);
-        mailRetries.delete(n.webhook_id);
         sent++;
       } catch (error) {
-        // Handed back, and tried again by this process after a wait that doubles at each failure.
-        await db.query("UPDATE notifications SET claimed_by = NULL WHERE webhook_id = $1", [n.webhook_id]);
-        const failures = (mailRetries.get(n.webhook_id)?.failures ?? 0) + 1;
-        const waitMs = Math.min(MAIL_RETRY_MS.first * 2 ** (failures - 1), MAIL_RETRY_MS.most);
-        mailRetries.set(n.webhook_id, { failures, at: Date.now() + waitMs });
-        if (failures === 1) options.log(`e-mail for webhook ${n.webhook_id} not sent yet; tried again in ${waitMs / 1000} s, then at waits doubling up to ${MAIL_RETRY_MS.most / 60_000} min: ${(error as Error).message}`);
+        // Sent, not recorded: it goes again after its claim's lease, with the same Message-ID (D26).
+        options.log(`e-mail for webhook ${n.webhook_id} sent, but not recorded as sent; it may go again with its Message-ID: ${(error as Error).message}`);
       }
     }
     return sent;
