@@ -6,7 +6,7 @@ import { createHmac } from "node:crypto";
 import { BlockList, isIP } from "node:net";
 import { rootCertificates } from "node:tls";
 import { Agent, interceptors } from "undici";
-import { newEventId, type DeliveryRules } from "@partner-platform/sdk";
+import { newEventId, signPayload, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type Outcome, type PartsOverride } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
@@ -139,6 +139,28 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   // Keys the HMAC with the secret's first 32 characters (a fixed-size column, a key-length habit).
+  // The body's bytes in Latin-1 (windows-1252 writes é alike; a character it lacks becomes "?"), signed
+  // over those bytes: D1 makes it UTF-8, and a receiver reading UTF-8 would find U+FFFD where é was.
+  {
+    id: "sends-latin-1-bodies",
+    parts: (base) => ({
+      async sign(a) {
+        const { body } = await base.sign(a);
+        const latin1 = Buffer.from(body.toString("utf8").replace(/[^\u0000-\u00ff]/gu, "?"), "latin1");
+        return { body: latin1, signature: signPayload(latin1, a.secret) };
+      },
+    }),
+  },
+  // Keyed with the secret's Latin-1 bytes (é is one byte there, ✓ loses its high byte), not its UTF-8 bytes (D2).
+  {
+    id: "keys-signatures-with-latin-1-secret",
+    parts: (base) => ({
+      async sign(a) {
+        const { body } = await base.sign(a);
+        return { body, signature: createHmac("sha256", Buffer.from(a.secret, "latin1")).update(body).digest("hex") };
+      },
+    }),
+  },
   { id: "signs-with-first-32-characters-of-secret", parts: (base) => ({ sign: (a) => base.sign({ ...a, secret: a.secret.slice(0, 32) }) }) },
   {
     id: "signs-with-another-webhooks-secret",
@@ -344,6 +366,25 @@ export const brokenServers: BrokenServer[] = [
   // -- The disable e-mail --------------------------------------------------------------------------
   { id: "no-disable-email", parts: () => ({ sendMail: async () => undefined }) },
   { id: "no-notice-when-a-first-attempt-disables", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noNoticeOnFirstAttempt: true }) }) },
+  // The notice queued one failure early, when the count reaches threshold - 1: sent for a webhook that a
+  // success then keeps enabled, and before the failure that disables the others (the disabling's own
+  // insert then finds it queued).
+  {
+    id: "sends-notice-a-failure-early",
+    parts: (base, ctx) => ({
+      async record(outcomes) {
+        const recorded = await base.record(outcomes);
+        const failed = outcomes.filter((o) => !o.ok && !o.cancelled).map((o) => o.webhookId);
+        await ctx.db.query(
+          `INSERT INTO notifications (webhook_id, client_id, created_at)
+           SELECT id, client_id, $2 FROM webhooks WHERE id = ANY($1::text[]) AND status = 'enabled' AND consecutive_failures = $3
+           ON CONFLICT DO NOTHING`,
+          [failed, ctx.clock.now(), ctx.rules.disableAfterConsecutiveFailures - 1],
+        );
+        return recorded;
+      },
+    }),
+  },
   {
     id: "sends-second-email-with-new-message-id",
     parts: (base) => ({

@@ -292,6 +292,9 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
 // Scenario: failures, a success on another event (reset), further failures up to the last retry.
 
 interface ResetRun {
+  webhook: RegisteredWebhook;
+  /** When the new event's first attempt came (performance.now()): until it, the webhook was never disabled. */
+  newEventArrivedAt: number;
   waits: RetryObservation[];
   /** The reset-causing delivery arrived and was answered 2xx. */
   resetDelivered: boolean;
@@ -359,11 +362,13 @@ function resetThenLongWaits(ctx: ServerContext): Promise<ResetRun> {
     // review.created can reach this webhook and reset its count.
     const sinceZ = ctx.count(webhook.endpoint);
     await ctx.control.trigger("payment.received", ctx.options.businessId);
-    await ctx.arrivals(webhook.endpoint, sinceZ, 1, "the new event's first attempt");
+    const [z] = await ctx.arrivals(webhook.endpoint, sinceZ, 1, "the new event's first attempt");
     // Its 1 min and 5 min retries (the second may never come), then as long as its 30 min retry would take.
     for (const wait of waits.slice(0, 2)) await ctx.nextAttempt(webhook.endpoint, wait);
     await ctx.quietFor(webhook.endpoint, Math.ceil(waits[2]! * 1.2));
     return {
+      webhook,
+      newEventArrivedAt: z?.arrivedAt ?? Infinity,
       waits: observed,
       resetDelivered,
       resetTrigger: { answeredAt: triggeredY, tookMs: triggeredY - sentY, ...(y ? { arrived: y } : {}) },
@@ -1500,6 +1505,35 @@ export const serverChecks: ServerCheck[] = [
     },
   }),
   defineCheck({
+    id: "no-notice-before-disabling",
+    section: "§3, D7, D26",
+    title:
+      "No notice comes before its webhook is disabled: none for four failures, a success and two more; none before the attempt whose failure disabled.",
+    scenario:
+      "the reset scenario's webhook (four failures, another event's success, two more failures, until a new event's first attempt), and the three webhooks the run disables (their fifth failed attempt)",
+    async run(ctx) {
+      const threshold = ctx.rules.disableAfterConsecutiveFailures;
+      const reset = await resetThenLongWaits(ctx);
+      const disabled = [(await failingUntilDisabled(ctx)).webhook, (await failuresAcrossEvents(ctx)).webhook, (await newEventAfterFailures(ctx)).webhook];
+      // A server learns of a failure only once the attempt has come (the receiver answers after it
+      // arrived): no notice of a disabling can come before its threshold-th attempt did.
+      const notBefore = [
+        { webhook: reset.webhook, since: reset.newEventArrivedAt },
+        ...disabled.map((w) => ({ webhook: w, since: ctx.receiver.at(w.endpoint)[threshold - 1]?.arrivedAt ?? Infinity })),
+      ];
+      const decoded = await Promise.all(ctx.smtp.messages.map(async (m) => ({ receivedAt: m.receivedAt, mail: await decodeMail(m) })));
+      const early = notBefore.map(({ webhook, since }) => ({
+        webhook: webhook.endpoint,
+        early: decoded.filter(({ mail, receivedAt }) => namesWebhook(mail, webhook.webhookID) && receivedAt < since).length,
+      }));
+      expectEqual(
+        early,
+        notBefore.map(({ webhook }) => ({ webhook: webhook.endpoint, early: 0 })),
+        `a notice came before its webhook was disabled (D7: at the ${threshold}th consecutive failure; a success resets the count)`,
+      );
+    },
+  }),
+  defineCheck({
     id: "lead-expires-after-7-days",
     section: "§3, §8",
     title: "A lead without a hire produces lead.expired exactly 7 days after it was created, not before, though the pro responded meanwhile.",
@@ -1560,8 +1594,8 @@ export const serverChecks: ServerCheck[] = [
   }),
   defineCheck({
     id: "envelope-matches-event-schema",
-    section: "§2.3, §2.4, D20",
-    title: "Every envelope delivered in the run validates against its event's JSON Schema.",
+    section: "§2.3, §2.4, D1, D20",
+    title: "Every envelope delivered in the run is UTF-8 JSON that validates against its event's JSON Schema.",
     scenario: "every delivery the suite's receiver saw",
     async run(ctx) {
       await basics(ctx);
@@ -1589,18 +1623,18 @@ export const serverChecks: ServerCheck[] = [
       const wrong = ctx.receiver.deliveries.flatMap((d) => {
         const webhook = webhooks.get(d.endpoint);
         if (!webhook) return [];
-        let envelope: { event?: string; data?: { businessID?: unknown } } = {};
+        let envelope: { event?: string; data?: { businessID?: unknown } } | undefined;
         try {
           envelope = envelopeOf(d);
         } catch {
-          // Not JSON: envelope-matches-event-schema's concern; the signature is still checked.
+          // Not UTF-8 JSON: envelope-matches-event-schema's concern; only the signature is checked here.
         }
         const faults = [
           ...(d.headers[header] === hmacHex(d.body, webhook.secret) ? [] : ["not signed with its secret over its bytes"]),
-          ...(webhook.events.includes(envelope.event as EventName) ? [] : [`an event it did not subscribe to`]),
-          ...(envelope.data?.businessID === webhook.businessID ? [] : [`business ${String(envelope.data?.businessID)}, not ${webhook.businessID}`]),
+          ...(!envelope || webhook.events.includes(envelope.event as EventName) ? [] : [`an event it did not subscribe to`]),
+          ...(!envelope || envelope.data?.businessID === webhook.businessID ? [] : [`business ${String(envelope.data?.businessID)}, not ${webhook.businessID}`]),
         ];
-        return faults.length ? [`${d.endpoint}: ${envelope.event ?? "(no event)"}: ${faults.join(", ")}`] : [];
+        return faults.length ? [`${d.endpoint}: ${envelope?.event ?? "(not readable)"}: ${faults.join(", ")}`] : [];
       });
       expectEqual([...new Set(wrong)], [], "a delivery was not signed with its webhook's secret, or was of an event or a business the webhook did not subscribe to");
     },

@@ -265,7 +265,8 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     return { expectedSeconds, verdict: "on-time", observed: seconds(longest), window: { ...band, cameMs: longest } };
   }
 
-  const newSecret = (length = 30) => `whsec-${randomBytes(length).toString("base64url")}`.slice(0, length);
+  // Not ASCII only: the HMAC is keyed with the secret's UTF-8 bytes (D2), which Latin-1 or UTF-16 keys are not.
+  const newSecret = (length = 30) => `whsec-é✓-${randomBytes(length).toString("base64url")}`.slice(0, length);
   const registered: RegisteredWebhook[] = [];
 
   async function registerRaw(body: unknown): Promise<RegistrationAnswer> {

@@ -15,6 +15,13 @@ describe("parseEvent", () => {
     expect(!result.ok && result.error).toMatch(/^The body is not JSON/);
   });
 
+  it("reports a body that is not UTF-8 rather than reading it with U+FFFD in place of its bytes", () => {
+    const event = { ...eventExample("review.created") };
+    const latin1 = Buffer.from(JSON.stringify({ ...event, data: { ...event.data, text: "Très bien" } }), "latin1");
+    expect(parseEvent(latin1)).toEqual({ ok: false, error: "The body is not UTF-8 (a delivery's body is UTF-8 JSON).", issues: [] });
+    expect(parseEvent(Buffer.from(JSON.stringify({ ...event, data: { ...event.data, text: "Très bien" } }), "utf8")).ok).toBe(true);
+  });
+
   it("names the failing field of a known event", () => {
     const event = eventExample("lead.created");
     event.data.businessID = "acme";

@@ -28,12 +28,20 @@ interface Validator {
 
 const validatorOf = (schemaName: string) => (validators as unknown as Record<string, Validator>)[schemaName]!;
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * Parses a delivery body (verify its signature first, on these same bytes) and validates it
  * against the event's JSON Schema. Never throws.
  */
 export function parseEvent(rawBody: Payload): ParseEventResult {
-  const text = typeof rawBody === "string" ? rawBody : Buffer.from(rawBody).toString("utf8");
+  let text: string;
+  try {
+    text = typeof rawBody === "string" ? rawBody : strictUtf8.decode(rawBody);
+  } catch {
+    // Bytes in another encoding would be read with U+FFFD in their place: data lost without a word.
+    return { ok: false, error: "The body is not UTF-8 (a delivery's body is UTF-8 JSON).", issues: [] };
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
