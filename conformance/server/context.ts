@@ -103,7 +103,8 @@ export interface NextAttemptOptions {
   startedAfter?: number;
 }
 
-export type RetryVerdict = "on-time" | "early" | "late" | "missing";
+/** "not timed": it came before the suite's virtual clock reached its due time, but counted from a retry that was not on time itself (the clock went past that one). */
+export type RetryVerdict = "on-time" | "early" | "late" | "missing" | "not timed";
 
 export interface RetryObservation {
   expectedSeconds: number;
@@ -214,14 +215,25 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     return receiver.at(endpoint).slice(since);
   }
 
+  /** Endpoints whose last retry was not on time under a virtual clock (the clock went past it). */
+  const overshot = new Set<string>();
   async function nextAttempt(
     endpoint: string,
     wait: number,
     opts: NextAttemptOptions = {},
   ): Promise<RetryObservation> {
     const before = accounted.get(endpoint) ?? count(endpoint);
+    const afterUntimed = overshot.has(endpoint);
     const observation = await observeNext(endpoint, before, wait, opts);
     if (observation.verdict !== "missing") accounted.set(endpoint, before + 1);
+    // Under a virtual clock a retry that was not on time is seen only at the end of the step the clock
+    // moved through, after it came, so the next wait is counted from there: one on time after it would
+    // look early.
+    if (options.clock.kind === "virtual" && observation.verdict !== "on-time" && observation.verdict !== "missing") overshot.add(endpoint);
+    else overshot.delete(endpoint);
+    if (afterUntimed && observation.verdict === "early") {
+      return { ...observation, verdict: "not timed", observed: `${observation.observed} of when the one before it was seen, which was not on time` };
+    }
     return observation;
   }
 
