@@ -23,6 +23,8 @@ type Envelope = { id: string; event: string; timestamp: string; data: Record<str
 
 const hmacHex = (body: Buffer, secret: string) => createHmac("sha256", secret).update(body).digest("hex");
 const envelopeOf = (d: Delivery) => JSON.parse(d.body.toString("utf8")) as Envelope;
+/** Every e-mail the sink caught so far, decoded, with when it came (performance.now()). */
+const receivedMails = (ctx: ServerContext) => Promise.all(ctx.smtp.messages.map(async (m) => ({ receivedAt: m.receivedAt, mail: await decodeMail(m) })));
 /** Real ms a scaled clock gives an attempt: its timeout scaled, never below the floor (D24). */
 const scaledAttemptTimeoutMs = (ctx: ServerContext, factor: number) =>
   Math.max(ctx.conformance.scaledClock.attemptTimeoutFloorRealSeconds * 1000, ctx.rules.attemptTimeoutSeconds * factor * 1000);
@@ -1490,7 +1492,7 @@ export const serverChecks: ServerCheck[] = [
       // Until each names its webhook in the raw text (its header does, unencoded), or the time is up.
       const named = (messages: readonly { raw: string }[]) => disabled.every((w) => messages.some((m) => m.raw.includes(w.webhookID)));
       await ctx.smtp.waitFor(named, Math.max(0, Math.max(...deadlines) - performance.now()), "the disable e-mails").catch(() => undefined);
-      const decoded = await Promise.all(ctx.smtp.messages.map(async (m) => ({ receivedAt: m.receivedAt, mail: await decodeMail(m) })));
+      const decoded = await receivedMails(ctx);
       const seen = disabled.map((w, i) => {
         const mails = decoded.filter(({ mail }) => namesWebhook(mail, w.webhookID));
         const ids = new Set(mails.map(({ mail }) => mail.headers["message-id"] ?? "(no Message-ID)"));
@@ -1521,7 +1523,7 @@ export const serverChecks: ServerCheck[] = [
         { webhook: reset.webhook, since: reset.newEventArrivedAt },
         ...disabled.map((w) => ({ webhook: w, since: ctx.receiver.at(w.endpoint)[threshold - 1]?.arrivedAt ?? Infinity })),
       ];
-      const decoded = await Promise.all(ctx.smtp.messages.map(async (m) => ({ receivedAt: m.receivedAt, mail: await decodeMail(m) })));
+      const decoded = await receivedMails(ctx);
       const early = notBefore.map(({ webhook, since }) => ({
         webhook: webhook.endpoint,
         early: decoded.filter(({ mail, receivedAt }) => namesWebhook(mail, webhook.webhookID) && receivedAt < since).length,

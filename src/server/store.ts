@@ -334,6 +334,7 @@ function processExists(pid: number): boolean {
  */
 export const EMBEDDED_MIN_FREE_BYTES = 64 * 2 ** 20;
 const DISK_CHECK_MS = 1000;
+const noNewWork = (diskProblem: string) => `${diskProblem}: it takes no new work until there is room`;
 const freeBytesOf = async (dir: string) => {
   const { bavail, bsize } = await statfs(dir);
   return bavail * bsize;
@@ -391,7 +392,7 @@ export async function openEmbedded(
   diskCheck = setInterval(
     () =>
       void shortOfDisk().then((now) => {
-        if (Boolean(now) !== Boolean(diskProblem)) log(now ? `${now}: it takes no new work until there is room` : `the file system of ${dir} has room again: the embedded database takes work again`);
+        if (Boolean(now) !== Boolean(diskProblem)) log(now ? noNewWork(now) : `the file system of ${dir} has room again: the embedded database takes work again`);
         diskProblem = now;
       }, () => undefined),
     DISK_CHECK_MS,
@@ -401,7 +402,7 @@ export async function openEmbedded(
     try {
       // Short of disk, nothing new begins (53100, PostgreSQL's disk_full: answered 503); what a transaction began still ends.
       if (diskProblem && (request.op === "begin" || (request.op === "query" && request.tx === undefined))) {
-        throw Object.assign(new Error(`${diskProblem}: it takes no new work until there is room`), { code: "53100" });
+        throw Object.assign(new Error(noNewWork(diskProblem)), { code: "53100" });
       }
       const reply = await thread.call(request);
       if ("error" in reply) throw Object.assign(new Error(String(reply.error.message)), reply.error);
@@ -475,7 +476,7 @@ const rethrowFromStore = (error: unknown): never => {
  */
 export function storeUnavailable(error: unknown): boolean {
   if (typeof error !== "object" || error === null || !storeErrors.has(error)) return false;
-  const code = (error as { code?: unknown } | undefined)?.code;
+  const code = (error as { code?: unknown }).code;
   if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08") || code.startsWith("53"))) return true;
   return error instanceof Error && UNAVAILABLE_MESSAGES.test(error.message);
 }
@@ -531,15 +532,20 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
     });
     return true;
   };
-  const query = async <R>(sql: string, params?: unknown[]) => ({ rows: (await pool.query(sql, params).catch(rethrowFromStore)).rows as R[] });
+  /** Statements on the pool or on one of its connections, their errors marked as the store's. */
+  const queryOn =
+    (on: pg.Pool | pg.PoolClient) =>
+    async <R>(sql: string, params?: unknown[]) => ({ rows: (await on.query(sql, params).catch(rethrowFromStore)).rows as R[] });
+  const query = queryOn(pool);
   return {
     query,
     async transaction(fn) {
       const client = await pool.connect().catch(rethrowFromStore);
+      const onClient = queryOn(client);
       try {
-        await client.query("BEGIN").catch(rethrowFromStore);
-        const result = await fn({ query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await client.query(sql, params).catch(rethrowFromStore)).rows as R[] }) });
-        await client.query("COMMIT").catch(rethrowFromStore);
+        await onClient("BEGIN");
+        const result = await fn({ query: onClient });
+        await onClient("COMMIT");
         return result;
       } catch (error) {
         // A connection that is gone cannot roll back (PostgreSQL did): the first error is the one to tell.

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 import { fromStore, STATEMENT_TIMEOUT_MS, storeUnavailable } from "../../src/server/store.js";
-import { storageBackends } from "./helpers.js";
+import { eventually, storageBackends } from "./helpers.js";
 
 const hasPostgres = storageBackends().some((b) => b.postgres);
 const [acme] = loadConfig().clients;
@@ -27,16 +27,6 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
     await server?.close();
     postgres?.stop();
   });
-
-  /** Reads until it gives `wanted`, at most 50 times 100 ms apart; the last value read. */
-  const eventually = async <T>(read: () => Promise<T>, wanted: T): Promise<T> => {
-    let value = await read();
-    for (let i = 1; i < 50 && value !== wanted; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      value = await read();
-    }
-    return value;
-  };
 
   const token = async () =>
     (
@@ -60,7 +50,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
       await admin.end();
     }
     // The pool hears of each ended connection as it happens; poll until a request gets through again.
-    expect(await eventually(() => token().catch(() => 0), 200)).toBe(200);
+    expect(await eventually(() => token().catch(() => 0), (status) => status === 200)).toBe(200);
     // The liveness lock (D41) is taken again: without it other servers would take this one's claims.
     const locks = async () => {
       const c = new pg.Client({ connectionString: url });
@@ -72,7 +62,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
         await c.end();
       }
     };
-    expect(await eventually(locks, 1)).toBe(1);
+    expect(await eventually(locks, (held) => held === 1)).toBe(1);
   });
 });
 

@@ -3,20 +3,14 @@
 // PostgreSQL's disk_full code (the API answers 503), and takes it again once there is room.
 import { afterEach, describe, expect, it } from "vitest";
 import { EMBEDDED_MIN_FREE_BYTES, openEmbedded, storeUnavailable, type Db } from "../../src/server/store.js";
+import { eventually } from "./helpers.js";
 
 const plenty = 10 * EMBEDDED_MIN_FREE_BYTES;
 const short = EMBEDDED_MIN_FREE_BYTES / 4;
 
 /** Runs `attempt` until it settles as `wanted` (the disk is looked at once a second), at most 5 s; what it settled as last. */
-async function until(attempt: () => Promise<unknown>, wanted: "fulfilled" | "rejected"): Promise<PromiseSettledResult<unknown>> {
-  let result!: PromiseSettledResult<unknown>;
-  for (let i = 0; i < 50; i++) {
-    [result] = await Promise.allSettled([attempt()]);
-    if (result.status === wanted) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return result;
-}
+const until = (attempt: () => Promise<unknown>, wanted: "fulfilled" | "rejected") =>
+  eventually(async () => (await Promise.allSettled([attempt()]))[0]!, (result) => result.status === wanted);
 
 describe("the embedded database short of disk", () => {
   let db: Db | undefined;

@@ -116,3 +116,13 @@ export function seededRandom(seed: number): () => number {
     return s / 2 ** 32;
   };
 }
+
+/** Reads until `done` holds for what it gives, at most 50 times 100 ms apart; the last value read. */
+export async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  let value = await read();
+  for (let i = 1; i < 50 && !done(value); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    value = await read();
+  }
+  return value;
+}
