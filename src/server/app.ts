@@ -56,6 +56,29 @@ export interface AppOptions {
 
 /** When a client told the database is unavailable (503) may try again (D33). */
 const STORE_RETRY_AFTER_SECONDS = 5;
+/** At most one `error` line per this long for the requests the database fails (D33). */
+export const OUTAGE_LOG_PERIOD_MS = 10_000;
+
+/**
+ * The error line of a request the database failed: the first with its stack, then one per period that
+ * counts the 503s answered since the line before. Under load an outage failed every request, and a line
+ * with its stack for each buried the log (each request's own line, at `info`, still shows its 503).
+ */
+function outageLog(periodMs: number) {
+  let loggedAt = -Infinity;
+  let unlogged = 0;
+  return (log: Logger, error: Error) => {
+    const now = Date.now();
+    if (now - loggedAt < periodMs) {
+      unlogged++;
+      return;
+    }
+    if (unlogged === 0) log.error({ err: error }, "the database is unavailable");
+    else log.error({ err: error, answered503: unlogged }, `the database is unavailable (${unlogged} more requests answered 503 since the last such line)`);
+    loggedAt = now;
+    unlogged = 0;
+  };
+}
 
 /** How long a client may take (D33): slow or idle connections are closed, so they cannot pile up. */
 export interface Timeouts {
@@ -266,6 +289,7 @@ export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
   const timeouts = { ...defaultTimeouts, ...options.timeouts };
   const requestLines = new RequestLines();
+  const logOutage = outageLog(OUTAGE_LOG_PERIOD_MS);
   const app = Fastify({
     bodyLimit: bodyLimitBytes,
     loggerInstance: options.logger,
@@ -346,7 +370,7 @@ export function createApp(options: AppOptions): FastifyInstance {
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
     if (storeUnavailable(error)) {
       // Not the request's fault and not for good: the client is told when to try again (D33).
-      req.log.error({ err: error }, "the database is unavailable");
+      logOutage(req.log, error);
       return reply
         .code(503)
         .headers({ "retry-after": String(STORE_RETRY_AFTER_SECONDS) })

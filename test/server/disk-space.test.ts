@@ -1,7 +1,9 @@
 // The embedded database short of disk (D33): out of room for a write-ahead log segment, PGlite spun
 // forever and every request hung. Below EMBEDDED_MIN_FREE_BYTES the store takes no new work, with
 // PostgreSQL's disk_full code (the API answers 503), and takes it again once there is room.
+import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
+import { loadConfig, startServer } from "../../src/server/index.js";
 import { EMBEDDED_MIN_FREE_BYTES, openEmbedded, storeUnavailable, type Db } from "../../src/server/store.js";
 import { eventually } from "./helpers.js";
 
@@ -50,5 +52,46 @@ describe("the embedded database short of disk", () => {
     expect((await open.query<{ n: number }>("SELECT n FROM t")).rows).toEqual([{ n: 2 }]);
     expect(logged).toHaveLength(2);
     expect(logged[1]).toMatch(/has room again/);
+  });
+});
+
+describe("the API while the database cannot serve (D33)", () => {
+  it("answers 503 to every request, and logs the outage at error once with its stack, not a line and a stack per request", async () => {
+    let free = EMBEDDED_MIN_FREE_BYTES * 10;
+    const db = await openEmbedded(undefined, { freeBytes: async () => free, log: () => undefined });
+    const lines: Record<string, any>[] = [];
+    const logStream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, any>);
+        done();
+      },
+    });
+    const server = await startServer({ db, clock: { mode: "virtual" }, logLevel: "error", logStream, log: () => undefined });
+    try {
+      const [acme] = loadConfig().clients;
+      const token = async () =>
+        (
+          await fetch(`${server.url}/oauth2/token`, {
+            method: "POST",
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams({ grant_type: "client_credentials", client_id: acme!.clientId, client_secret: acme!.clientSecret }),
+          })
+        ).status;
+      expect(await token()).toBe(200);
+      free = short;
+      expect(await eventually(token, (status) => status === 503)).toBe(503);
+      const statuses = await Promise.all(Array.from({ length: 30 }, token));
+      expect(statuses.every((status) => status === 503)).toBe(true);
+      const outage = lines.filter((line) => String(line.msg).startsWith("the database is unavailable"));
+      // One line, or two should the requests have spanned the log's period (10 s): never one per request.
+      expect(outage.length).toBeGreaterThanOrEqual(1);
+      expect(outage.length).toBeLessThanOrEqual(2);
+      expect(outage[0]).toMatchObject({ level: 50, err: { code: "53100" } });
+      expect(outage[0]!.err.stack).toMatch(/takes no new work/);
+    } finally {
+      // Handing attempts back needs the database: the stop reports that it could not, and still stops.
+      await server.close().catch(() => undefined);
+      await db.close();
+    }
   });
 });
