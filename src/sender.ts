@@ -51,6 +51,9 @@ export interface DeliverOptions {
   header?: string | null;
   /** The signature header's name as written on the wire (names are case-insensitive); default the spec's, in lowercase. */
   headerName?: string;
+  /** A method and a content type (null: none) other than a delivery's, for testing receivers. */
+  method?: string;
+  contentType?: string | null;
 }
 
 /**
@@ -87,10 +90,10 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
   const start = performance.now();
   try {
     const response = await request(url, {
-      method: rules.method,
+      method: (options.method ?? rules.method) as Dispatcher.HttpMethod,
       body,
       headers: {
-        "content-type": rules.contentType,
+        ...(options.contentType === null ? {} : { "content-type": options.contentType ?? rules.contentType }),
         ...(options.header === null ? {} : { [options.headerName ?? rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
       },
       signal: AbortSignal.timeout(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000),

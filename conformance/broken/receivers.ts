@@ -1,9 +1,10 @@
 // The catalogue of broken receivers: a correct node:http receiver with exactly one fault each. The
 // receiver certification must catch every one (conformance/broken/receiver-expected-failures.json).
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules } from "@partner-platform/sdk";
+import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
+import { sharedEventExample } from "../../src/spec.js";
 import { reserializations } from "../receiver/index.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -32,13 +33,16 @@ function receiver(
         if (!result.ok) sendProblem(res, result.problem);
         return result.ok ? 204 : result.problem.status;
       };
-      const status = await decide(body, req.headers[header()] as string | undefined, correct);
+      // What cannot be parsed where a fault reads it first is a 500, as a framework answers a handler's throw.
+      const status = await Promise.resolve()
+        .then(() => decide(body, req.headers[header()] as string | undefined, correct))
+        .catch(() => 500);
       if (!res.headersSent) res.writeHead(status).end();
     })();
   };
 }
 
-const envelopeOf = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id?: string; timestamp?: string };
+const envelopeOf = (body: Buffer) => JSON.parse(body.toString("utf8")) as { id?: string; event?: EventName; timestamp?: string; data?: Record<string, unknown> };
 
 /** Answers `status` to an id it acknowledged before, without verifying the delivery; verifies the others. */
 function answersSeenIds(secret: string, status: number): Handler {
@@ -56,12 +60,14 @@ function answersSeenIds(secret: string, status: number): Handler {
  * A hand-written HTTP/1.1 receiver that keeps its connections alive and acknowledges what `accepts`
  * accepts. With `answersBeforeBody` (the fault) it refuses a delivery without the header, or with an
  * empty one, at once, before reading the body, whose bytes are then read as the start of the next request
- * (a 400 and a closed connection). With `closesAfterRefusal` (legal) it closes the connection after each
- * refusal without saying so first.
+ * (a 400 and a closed connection); with `refusesMalformedBeforeBody`, one whose header is not 64 hex
+ * digits; with `readsBeforeRefusing`, a delivery without the header after reading only that many bytes
+ * of its body. With `closesAfterRefusal` (legal) it closes the connection after each refusal without
+ * saying so first.
  */
 export function handWrittenReceiver(
   accepts: (body: Buffer, headers: Record<string, string>) => boolean,
-  { answersBeforeBody = false, closesAfterRefusal = false } = {},
+  { answersBeforeBody = false, closesAfterRefusal = false, readsBeforeRefusing = Infinity, refusesMalformedBeforeBody = false } = {},
 ): RawReceiver {
   return {
     connection(socket) {
@@ -76,12 +82,20 @@ export function handWrittenReceiver(
           const [requestLine = "", ...lines] = buffer.subarray(0, end).toString("latin1").split("\r\n");
           if (!/^POST \S+ HTTP\/1\.1$/.test(requestLine)) return void (answer(400, true), socket.end());
           const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
-          if (answersBeforeBody && !headers[header()]) {
+          const signature = headers[header()];
+          if ((answersBeforeBody && !signature) || (refusesMalformedBeforeBody && signature && !/^[0-9a-f]{64}$/.test(signature))) {
             buffer = buffer.subarray(end + 4); // the body stays, to be read as the next request
             refuse();
             continue;
           }
           const length = Number(headers["content-length"] ?? 0);
+          if (!signature && length > readsBeforeRefusing) {
+            // Reads so much of the body, and leaves the rest to be read as the next request.
+            if (buffer.length < end + 4 + readsBeforeRefusing) return;
+            buffer = buffer.subarray(end + 4 + readsBeforeRefusing);
+            refuse();
+            continue;
+          }
           if (buffer.length < end + 4 + length) return;
           const body = buffer.subarray(end + 4, end + 4 + length);
           buffer = buffer.subarray(end + 4 + length);
@@ -90,6 +104,24 @@ export function handWrittenReceiver(
         }
       });
     },
+  };
+}
+
+
+/** Verifies correctly, then refuses with `status` an authentic delivery that `refuses` picks. */
+function refusesAuthentic(secret: string, status: number, refuses: (envelope: ReturnType<typeof envelopeOf>) => boolean): Handler {
+  return receiver(secret, (body, _signature, correct) => {
+    const verdict = correct();
+    return verdict < 300 && refuses(envelopeOf(body)) ? status : verdict;
+  });
+}
+
+/** Acknowledges, unverified, a request that `skips` picks (its body read), and verifies the others. */
+function acknowledgesUnverified(secret: string, skips: (req: IncomingMessage) => boolean): Handler {
+  const verifying = receiver(secret, (_body, _signature, correct) => correct());
+  return (req, res) => {
+    if (!skips(req)) return verifying(req, res);
+    req.resume().on("end", () => res.writeHead(204).end());
   };
 }
 
@@ -162,6 +194,74 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "refuses-before-reading-body": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { answersBeforeBody: true }),
   // The same, checking only that a signature is there: verdicts must not come from an earlier delivery's unread body.
   "checks-signature-presence-only": () => handWrittenReceiver(() => true, { answersBeforeBody: true }),
+  // Secret rotation with the old secret's variable unset: the HMAC keyed with no bytes, which anyone can make, passes.
+  "tries-an-unset-old-secret": (secret) =>
+    receiver(secret, (body, signature, correct) => ([secret, ""].some((key) => signature === hmac(body, key)) ? 204 : correct())),
+  "accepts-plain-sha256": (secret) =>
+    receiver(secret, (body, signature, correct) => (signature === createHash("sha256").update(body).digest("hex") ? 204 : correct())),
+  // Verifies JSON deliveries only; anything else is taken as a ping and acknowledged.
+  "verifies-json-only": (secret) => acknowledgesUnverified(secret, (req) => !/^application\/json\b/.test(req.headers["content-type"] ?? "")),
+  // A catch-all route: only POST is verified.
+  "acknowledges-other-methods": (secret) => acknowledgesUnverified(secret, (req) => req.method !== "POST"),
+  // Parses first and acknowledges what it cannot parse, as junk not worth a retry.
+  "acknowledges-unparseable-bodies": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      try {
+        JSON.parse(body.toString("utf8"));
+      } catch {
+        return 204;
+      }
+      return correct();
+    }),
+  // Remembers the ids of refused deliveries and refuses them again: a forgery sent first blocks its event.
+  "refuses-ids-seen-refused": (secret) => {
+    const refused = new Set<string>();
+    return receiver(secret, (body, _signature, correct) => {
+      const id = envelopeOf(body).id ?? "";
+      if (refused.has(id)) return 409;
+      const verdict = correct();
+      if (verdict >= 300) refused.add(id);
+      return verdict;
+    });
+  },
+  // Reads the envelope into a closed type: a member the spec's example does not have is a 400.
+  "refuses-unknown-members": (secret) =>
+    refusesAuthentic(secret, 400, ({ event, data, ...envelope }) => {
+      const example = sharedEventExample(event!) as { data: object };
+      return Object.keys(envelope).some((k) => !["id", "timestamp"].includes(k)) || Object.keys(data ?? {}).some((k) => !(k in example.data));
+    }),
+  // Reads every member of the spec's example as required: a missing optional one is a 500.
+  "requires-optional-members": (secret) =>
+    refusesAuthentic(secret, 500, ({ event, data }) => Object.keys((sharedEventExample(event!) as { data: object }).data).some((k) => !(k in (data ?? {})))),
+  // Stores texts in a column of 2,000 characters.
+  "limits-texts-to-2000-characters": (secret) => refusesAuthentic(secret, 500, ({ data }) => typeof data?.text === "string" && [...data.text].length > 2000),
+  // Refuses an event about a lead it has not seen created (but an expiry, which may concern an old lead).
+  "refuses-events-of-unknown-leads": (secret) => {
+    const leads = new Set<unknown>();
+    return refusesAuthentic(secret, 409, ({ event, data }) => {
+      if (event === "lead.created") leads.add(data?.leadID);
+      return event !== "lead.created" && event !== "lead.expired" && data?.leadID !== undefined && !leads.has(data.leadID);
+    });
+  },
+  // Refuses timestamps more than 5 s ahead of its own clock.
+  "refuses-timestamps-ahead": (secret) => refusesAuthentic(secret, 400, ({ timestamp }) => Date.parse(timestamp ?? "") > Date.now() + 5000),
+  "refuses-events-older-than-48-hours": (secret) => refusesAuthentic(secret, 400, ({ timestamp }) => Date.now() - Date.parse(timestamp ?? "") > 48 * 3600_000),
+  // Keys the HMAC with the secret's Latin-1 bytes (one byte a character), not its UTF-8 bytes.
+  "keys-hmac-with-latin-1-secret": (secret) =>
+    receiver(secret, (body, signature) => (signature === createHmac("sha256", Buffer.from(secret, "latin1")).update(body).digest("hex") ? 204 : 401)),
+  "verifies-raw-or-sorted-python-dumps": (secret) =>
+    receiver(secret, (body, signature, correct) => {
+      const dumps = reserializations["spaced, keys sorted (json.dumps with sort_keys)"]!;
+      return signature === hmac(dumps(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct();
+    }),
+  "verifies-raw-or-indented-python-dumps": (secret) =>
+    receiver(secret, (body, signature, correct) => {
+      const dumps = reserializations["indented by 4 (json.dumps with indent=4)"]!;
+      return signature === hmac(dumps(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct();
+    }),
+  "refuses-after-reading-1-kib": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { readsBeforeRefusing: 1024 }),
+  "refuses-malformed-before-reading-body": (secret) =>
+    handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { refusesMalformedBeforeBody: true }),
   // Slow only on its first delivery (a cold start): one late answer must be enough to fail.
   "answers-after-timeout": (secret, { delayMs }) => {
     let first = true;

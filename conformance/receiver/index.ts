@@ -1,11 +1,13 @@
 // Certification of a partner's webhook receiver: the suite plays the service, delivering exactly as a
 // conforming server does (src/sender.ts), and checks what the receiver acknowledges and refuses.
+import { createHash, createHmac, randomInt } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect as connectTcp, isIP, type AddressInfo, type Socket } from "node:net";
 import { connect as connectTls } from "node:tls";
 import type { Dispatcher } from "undici";
 import { buildEnvelope, connectionTo, deliver, tlsTrust, type DeliveryOutcome } from "../../src/sender.js";
-import { signPayload, eventNames, loadDeliveryRules } from "@partner-platform/sdk";
+import { signPayload, eventNames, eventSchemaName, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
+import { schemaRegistry } from "../../src/spec.js";
 import {
   CheckFailed,
   SetupError,
@@ -39,7 +41,11 @@ interface ReceiverContext {
    * cannot decide this one's verdict, or on `connection`, kept alive across deliveries as a server's are
    * (D52). A forgery is not timed: the service never sends one (D6 is its attempts' timeout).
    */
-  send(body: Buffer, header: string | null, how?: { forgery?: boolean; connection?: Dispatcher; headerName?: string }): Promise<DeliveryOutcome>;
+  send(
+    body: Buffer,
+    header: string | null,
+    how?: { forgery?: boolean; connection?: Dispatcher; headerName?: string; method?: string; contentType?: string | null },
+  ): Promise<DeliveryOutcome>;
   /** A connection to the receiver that stays open across deliveries until closed. */
   connection(): Dispatcher;
 }
@@ -130,7 +136,9 @@ async function forged(ctx: ReceiverContext, v: SigningVector, header?: (right: s
 /**
  * JSON written again from the parsed body, as common libraries write it (strings and key order kept,
  * ASCII bodies only): compact (JSON.stringify, PHP's json_encode, Ruby's JSON.generate), with its keys
- * sorted (Go's encoding/json for a map), and spaced (Python's json.dumps).
+ * sorted (Go's encoding/json for a map), spaced (Python's json.dumps), spaced with its keys sorted
+ * (json.dumps with sort_keys), and indented by 4 (json.dumps with indent=4). The body sent is indented
+ * by 2, so none of them is its bytes.
  */
 export const reserializations: Record<string, (value: unknown) => string> = {
   compact: (value) => JSON.stringify(value),
@@ -140,14 +148,18 @@ export const reserializations: Record<string, (value: unknown) => string> = {
     const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${sorted(v)}`).join(",")}}`;
   },
-  "spaced (Python's json.dumps)": function spaced(value): string {
-    if (Array.isArray(value)) return `[${value.map(spaced).join(", ")}]`;
-    if (value === null || typeof value !== "object") return JSON.stringify(value);
-    return `{${Object.entries(value)
-      .map(([k, v]) => `${JSON.stringify(k)}: ${spaced(v)}`)
-      .join(", ")}}`;
-  },
+  "spaced (Python's json.dumps)": (value) => spaced(value, false),
+  "spaced, keys sorted (json.dumps with sort_keys)": (value) => spaced(value, true),
+  "indented by 4 (json.dumps with indent=4)": (value) => JSON.stringify(value, null, 4),
 };
+
+function spaced(value: unknown, sortKeys: boolean): string {
+  if (Array.isArray(value)) return `[${value.map((v) => spaced(v, sortKeys)).join(", ")}]`;
+  if (value === null || typeof value !== "object") return JSON.stringify(value);
+  const entries = Object.entries(value);
+  if (sortKeys) entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}: ${spaced(v, sortKeys)}`).join(", ")}}`;
+}
 
 const acknowledgedForgery = (v: SigningVector) =>
   `the receiver acknowledged a delivery it must refuse (${v.id}: ${v.description}); it came right after the same event correctly signed, so deduplicating by id before verifying also acknowledges it (D2: verify first)`;
@@ -210,6 +222,30 @@ function eventOfSize(bytes: number): Buffer {
   return Buffer.from(JSON.stringify(envelope));
 }
 
+
+/** `value` written as JSON and correctly signed: authentic deliveries built apart from the spec's examples. */
+function sendSigned(ctx: ReceiverContext, value: unknown): Promise<DeliveryOutcome> {
+  const body = Buffer.from(JSON.stringify(value));
+  return ctx.send(body, signPayload(body, ctx.options.secret));
+}
+
+/** The members of an event's `data`, as its JSON Schema has them. */
+function dataSchemaOf(event: EventName): { properties: Record<string, { maxLength?: number }>; required: string[] } {
+  const registry = schemaRegistry();
+  const envelope = registry.getSchema(`${eventSchemaName(event)}.json`)!.schema as { properties: { data: { $ref: string } } };
+  const data = registry.getSchema(envelope.properties.data.$ref)!.schema as { properties: Record<string, { maxLength?: number }>; required?: string[] };
+  return { properties: data.properties, required: data.required ?? [] };
+}
+
+/** A lead id no delivery of the run has named (the examples' are short). */
+const unseenLeadId = () => String(randomInt(10 ** 12, 10 ** 13));
+
+/** The signatures anyone can make of a body without the secret. */
+const keyless: Record<string, (body: Buffer) => string> = {
+  "the HMAC keyed with no bytes": (body) => createHmac("sha256", "").update(body).digest("hex"),
+  "the SHA-256 of the body, unkeyed": (body) => createHash("sha256").update(body).digest("hex"),
+};
+
 export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-every-event",
@@ -246,19 +282,107 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-old-event",
     section: "§6, D3",
-    title: "An authentic event stamped as long ago as a last retry comes (over 26 hours) is acknowledged: an old event may be dropped, never refused.",
-    scenario: "delivers a correctly signed event whose envelope timestamp is the retry schedule's total plus an hour old",
+    title:
+      "An authentic event stamped as long ago as a last retry comes (over 26 hours) is acknowledged, and one 400 days old (a server catching up after an outage): an old event may be dropped, never refused.",
+    scenario: "delivers a correctly signed event whose envelope timestamp is the retry schedule's total plus an hour old, then one 400 days old",
     async run(ctx) {
-      const ageSeconds = oldestRetrySeconds() + 3600;
-      // An event of its own: a receiver may acknowledge an id it has seen without looking further.
-      const body = Buffer.from(JSON.stringify(buildEnvelope("booking.confirmed", { now: Date.now() - ageSeconds * 1000 })));
-      const outcome = await ctx.send(body, signPayload(body, ctx.options.secret));
-      expectAnswers({ old: outcome });
+      const retryAge = oldestRetrySeconds() + 3600;
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [age, seconds] of [[`${Math.round(retryAge / 3600)} hours old`, retryAge], ["400 days old", 400 * 86_400]] as const) {
+        // An event of its own: a receiver may acknowledge an id it has seen without looking further.
+        outcomes[age] = await sendSigned(ctx, buildEnvelope("booking.confirmed", { now: Date.now() - seconds * 1000 }));
+      }
+      expectAcknowledged(
+        outcomes,
+        "an old authentic event was refused: a refusal is a failed attempt, retried with the same timestamp, and five in a row disable the webhook; acknowledge (2xx) an event older than you care for, and drop it (D3)",
+      );
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-event-stamped-ahead",
+    section: "§6, D3, D14",
+    title: "An authentic event stamped 5 minutes ahead of now is acknowledged: the server's clock is not the receiver's, and a refusal is a failed attempt (D3).",
+    scenario: "delivers a correctly signed event whose envelope timestamp is 5 minutes in the future",
+    async run(ctx) {
+      const outcome = await sendSigned(ctx, buildEnvelope("review.created", { now: Date.now() + 5 * 60_000 }));
+      expectAnswers({ ahead: outcome });
       expectThat(
         ok(outcome),
-        `an authentic event ${Math.round(ageSeconds / 3600)} hours old was refused: a refusal is a failed attempt, retried with the same timestamp, and five in a row disable the webhook; acknowledge (2xx) an event older than you care for, and drop it (D3)`,
+        "an authentic event stamped 5 minutes ahead was refused: clocks differ, and a refused delivery is retried with the same timestamp until the webhook is disabled; acknowledge every authentic delivery (D3)",
         "a 2xx status",
         shown(outcome),
+      );
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-unknown-members",
+    section: "§2, D16, D60",
+    title: "Each event with a member its schema does not have, in the envelope and in its data, is acknowledged: receivers ignore members they do not know (a later version adds some).",
+    scenario: "delivers each of the eight events with one more envelope member and one more data member, correctly signed",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const event of eventNames) {
+        const envelope = buildEnvelope(event);
+        outcomes[event] = await sendSigned(ctx, { ...envelope, apiVersion: "4.1", data: { ...envelope.data, addedInALaterVersion: { note: "ignore me" } } });
+      }
+      expectAcknowledged(
+        outcomes,
+        "events with members their schema does not have were refused: receivers ignore members they do not know, which a later version adds (D16, D60); do not validate an event as a closed object",
+      );
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-events-without-optional-members",
+    section: "§2, D20",
+    title: "Each event whose data has optional members is acknowledged without them (a booking.cancelled without reason, a review without text or lead).",
+    scenario: "delivers each event that has optional data members with all of them left out, correctly signed",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const event of eventNames) {
+        const { properties, required } = dataSchemaOf(event);
+        const optional = Object.keys(properties).filter((name) => !required.includes(name));
+        if (optional.length === 0) continue;
+        const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
+        for (const name of optional) delete data[name];
+        outcomes[`${event} without ${optional.join(", ")}`] = await sendSigned(ctx, buildEnvelope(event, { data }));
+      }
+      expectAcknowledged(outcomes, "events without their optional members were refused: a member the schema does not require may be absent (D20); acknowledge every authentic delivery (D3)");
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-longest-texts",
+    section: "§2, D18",
+    title: "Each event with a bounded text is acknowledged with that text at its maximum length, in characters outside ASCII (a message or review of 10,000 characters).",
+    scenario: "delivers each event that has a text with a maximum length, that text as long as it may be (€ repeated), correctly signed",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const event of eventNames) {
+        const { properties } = dataSchemaOf(event);
+        const bounded = Object.entries(properties).filter(([, schema]) => schema.maxLength !== undefined);
+        if (bounded.length === 0) continue;
+        const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
+        for (const [name, schema] of bounded) data[name] = "€".repeat(schema.maxLength!);
+        outcomes[`${event}: ${bounded.map(([name, schema]) => `${name} of ${schema.maxLength}`).join(", ")}`] = await sendSigned(ctx, buildEnvelope(event, { data }));
+      }
+      expectAcknowledged(outcomes, "events with a text at its maximum length were refused: texts may be as long as their schema's maxLength, in characters (D18); acknowledge every authentic delivery (D3)");
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-events-out-of-order",
+    section: "§6, D5",
+    title: "Events about a lead whose lead.created has not come (it may come later, or have come before the receiver started) are acknowledged.",
+    scenario: "delivers every event that names a lead, each about a lead no delivery of the run has named, correctly signed",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const event of eventNames.filter((name) => name !== "lead.created")) {
+        const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
+        if (!("leadID" in data)) continue;
+        data.leadID = unseenLeadId();
+        outcomes[event] = await sendSigned(ctx, buildEnvelope(event, { data }));
+      }
+      expectAcknowledged(
+        outcomes,
+        "events about a lead not created yet were refused: events come in no set order (a retried lead.created can come after its lead.updated, D5); acknowledge them, and order by timestamp when you care",
       );
     },
   }),
@@ -363,7 +487,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     section: "§5.3, D2",
     title: "The signature of the re-serialized body, not of the bytes sent, is refused, in each common form of re-serialized JSON.",
     scenario:
-      "delivers a pretty-printed body with the signature of its compact form (JSON.stringify, PHP, Ruby), of its keys sorted (Go), and of Python's json.dumps form, each after the same event correctly signed",
+      "delivers a body indented by 2 with the signature of its compact form (JSON.stringify, PHP, Ruby), of its keys sorted (Go), of Python's json.dumps form, sorted or not, and indented by 4, each after the same event correctly signed",
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const [form, write] of Object.entries(reserializations)) {
@@ -374,6 +498,63 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       expectRefused(
         outcomes,
         "the receiver acknowledged the signature of a re-serialization of the body, not of its bytes: verify the raw bytes only, with no fallback to re-serialized JSON (D2)",
+      );
+    },
+  }),
+  defineCheck({
+    id: "rejects-signature-anyone-can-compute",
+    section: "§5.3, D2",
+    title: "A signature made without the secret is refused: the HMAC keyed with no bytes (an unset second secret) and the body's plain SHA-256.",
+    scenario: "delivers a valid event with the HMAC-SHA256 of its body keyed with an empty secret, then with the SHA-256 of its body, each after the same event correctly signed",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [name, sign] of Object.entries(keyless)) outcomes[name] = await forged(ctx, vector("compact-envelope"), (_right, body) => sign(body));
+      expectRefused(
+        outcomes,
+        "the receiver acknowledged a signature anyone can compute without the secret: is an empty secret among those it tries (an old one for rotation left unset), or a plain digest accepted? Only the HMAC keyed with the secret's UTF-8 bytes is valid, and an empty secret refuses every delivery (D2, D50)",
+      );
+    },
+  }),
+  defineCheck({
+    id: "rejects-unsigned-request-of-any-form",
+    section: "§5.3, D1, D2",
+    title:
+      "A request without a signature is refused whatever its form: an event sent as text/plain, with no content type, or by PUT, an empty body, a body that is not JSON (verification comes before anything else).",
+    scenario: "sends a valid event without the signature header as text/plain, with no Content-Type and by PUT, each after the same event correctly signed; then an empty body and a body that is not JSON, unsigned",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [form, how] of [
+        ["text/plain", { contentType: "text/plain" }],
+        ["no Content-Type", { contentType: null }],
+        ["PUT", { method: "PUT" }],
+      ] as const) {
+        const body = Buffer.from(JSON.stringify(buildEnvelope("lead.created")));
+        await ctx.send(body, signPayload(body, ctx.options.secret));
+        outcomes[form] = await ctx.send(body, null, { forgery: true, ...how });
+      }
+      outcomes["an empty body"] = await ctx.send(Buffer.alloc(0), null, { forgery: true });
+      outcomes["a body that is not JSON"] = await ctx.send(Buffer.from("ping"), null, { forgery: true });
+      expectRefused(
+        outcomes,
+        "the receiver acknowledged a request without a signature: does it verify only JSON deliveries by POST, or parse the body before verifying? Verify every request before anything else, whatever its method, content type or body (D2)",
+      );
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-event-after-its-forgery",
+    section: "§5.3, D2, D4",
+    title: "An authentic event whose id a refused forgery used first is acknowledged: only a verified delivery's id counts as seen.",
+    scenario: "delivers a new event signed with another secret, then the same event correctly signed",
+    async run(ctx) {
+      const body = Buffer.from(JSON.stringify(buildEnvelope("message.received")));
+      const forgery = await ctx.send(body, signPayload(body, otherSecret), { forgery: true });
+      const outcome = await ctx.send(body, signPayload(body, ctx.options.secret));
+      expectAnswers({ forgery, authentic: outcome });
+      expectThat(
+        ok(outcome),
+        "an authentic event was refused after a forgery with its id: does the receiver remember the ids of deliveries it refused, or record an id before verifying? Only a verified delivery's id counts as seen (D2, D4); otherwise anyone who learns an id can block its event",
+        "a 2xx status",
+        shown(outcome),
       );
     },
   }),
@@ -394,12 +575,18 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "acknowledges-after-refusal-on-same-connection",
     section: "§6, D52",
     title: "An authentic delivery that follows a refused one on the same kept-alive connection is acknowledged (a refusal leaves the connection usable).",
-    scenario: "on a connection kept alive, delivers a valid event without the signature header, then a new event correctly signed; again with an empty header",
+    scenario:
+      "on a connection kept alive, delivers a valid event without the signature header, then a new event correctly signed; again with an empty header, with a malformed one, and with no header and a body of 64 KiB",
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
-      for (const [forgery, forged] of [["after a missing header", null], ["after an empty header", ""]] as const) {
-        // New events: a receiver may refuse an id it has seen refused; deduplication is not what is checked here.
-        const refused = Buffer.from(JSON.stringify(buildEnvelope("review.created")));
+      for (const [forgery, forged, size] of [
+        ["after a missing header", null, 0],
+        ["after an empty header", "", 0],
+        ["after a malformed header", "z".repeat(64), 0],
+        ["after a missing header and 64 KiB", null, 64 * 1024],
+      ] as const) {
+        // New events each: deduplication is not what is checked here.
+        const refused = size ? eventOfSize(size) : Buffer.from(JSON.stringify(buildEnvelope("review.created")));
         const body = Buffer.from(JSON.stringify(buildEnvelope("review.created")));
         const header = signPayload(body, ctx.options.secret);
         const connection = ctx.connection();
@@ -418,7 +605,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       expectEqual(
         Object.fromEntries(failed.map(([k, o]) => [k, shown(o)])),
         {},
-        "after a refused delivery on the same connection, an authentic one was not acknowledged: does the receiver answer before reading the body, which is then read as the next request? Read (or discard) the whole body before answering, or close the connection",
+        "after a refused delivery on the same connection, an authentic one was not acknowledged: does the receiver answer before reading the body (all of it), which is then read as the next request? Read (or discard) the whole body before answering, or close the connection",
       );
     },
   }),
@@ -488,11 +675,19 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     timeoutMs,
     latencies,
     connection: () => connectionTo(options.url, trust),
-    async send(body, header, { forgery = false, connection, headerName } = {}) {
+    async send(body, header, { forgery = false, connection, headerName, method, contentType } = {}) {
       const dispatcher = connection ?? ctx.connection();
       try {
         // Wait twice the timeout, so that a slow answer fails only the timeout check.
-        const outcome = await deliver(options.url, body, { secret: options.secret, timeoutMs: timeoutMs * 2, dispatcher, header, ...(headerName ? { headerName } : {}) });
+        const outcome = await deliver(options.url, body, {
+          secret: options.secret,
+          timeoutMs: timeoutMs * 2,
+          dispatcher,
+          header,
+          ...(headerName ? { headerName } : {}),
+          ...(method ? { method } : {}),
+          ...(contentType !== undefined ? { contentType } : {}),
+        });
         if (!forgery) latencies.push(outcome.latencyMs);
         return outcome;
       } finally {
@@ -501,10 +696,15 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     },
   };
   const report = await runChecks("receiver", options.url, receiverChecks, ctx, run);
+  const caveats: string[] = [];
   if (options.tls?.insecure && new URL(options.url).protocol === "https:") {
-    report.caveat =
-      "the receiver's certificate was not verified (--insecure); the service verifies it (D6), so with a certificate it does not trust every real delivery fails";
+    caveats.push("the receiver's certificate was not verified (--insecure); the service verifies it (D6), so with a certificate it does not trust every real delivery fails");
   }
+  // Every encoding of an ASCII secret is its UTF-8 bytes: keying the HMAC with its Latin-1 bytes passes.
+  if (/^[\x00-\x7f]*$/.test(options.secret)) {
+    caveats.push("the secret is ASCII, so the key's encoding was not checked (D2: the UTF-8 bytes of the secret); certify once with a secret that holds a character outside ASCII, such as é");
+  }
+  if (caveats.length > 0) report.caveat = caveats.join("; ");
   return report;
 }
 

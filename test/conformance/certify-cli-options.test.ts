@@ -261,7 +261,7 @@ describe("certify: the implementation is checked before the checks", () => {
       // Node's client checks the chain after the handshake and hangs up; others send an alert ("unknown ca").
       expect(receiver.tlsErrors[0]!.message).toMatch(/hang up|alert/);
       expect(receiver.deliveries).toHaveLength(0);
-      const trusted = await certifyReceiver({ url, secret: "s", tls: { ca: receiver.pki.caCert } }, { only: ["rejects-missing-signature"] });
+      const trusted = await certifyReceiver({ url, secret: "sé", tls: { ca: receiver.pki.caCert } }, { only: ["rejects-missing-signature"] });
       expect(trusted.results.find((r) => r.id === "rejects-missing-signature")?.status).toBe("failed"); // the harness receiver acknowledges anything
       expect(receiver.deliveries).toHaveLength(2); // the event correctly signed, then the forgery
       expect(trusted.caveat).toBeUndefined();
