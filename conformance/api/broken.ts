@@ -36,6 +36,27 @@ export const brokenApis = [
   { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
   { id: "search-ignores-unknown-category", description: "A search for a category that does not exist drops the category and answers the businesses of the zip code (D17: an empty list)." },
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
+  { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
+  { id: "quotes-the-secret-in-problems", description: "A refused registration's problem quotes the secret that was sent in its detail (D16: never returned)." },
+  { id: "answers-another-customer", description: "A created service request is answered with the customer of the request before it: one partner's customer shown to another (D17)." },
+  { id: "registers-for-another-business", description: "A registered webhook is answered as one for business 4713, not the business asked for (D17)." },
+  { id: "creates-webhooks-disabled", description: "A registered webhook is answered with status disabled (D17: enabled)." },
+  { id: "location-under-another-path", description: "A 201's Location names the id under the other operation's path (/api/v4/requests/{webhookID}), not the created resource's URI (D35)." },
+  { id: "reuses-ids", description: "Every created resource of an operation is answered with the id 1, and a Location ending in it (D14, D35)." },
+  { id: "matched-without-leads", description: "A service request is answered matched when it has no leads and unmatched when it has some (D17)." },
+  { id: "search-worst-rated-first", description: "Search answers its businesses worst rated first (D17: best rated first)." },
+  { id: "tokens-say-60-seconds", description: "Token responses say expires_in 60, where tokens live 3600 seconds (D11)." },
+  { id: "grants-scopes-not-asked", description: "Token responses list every scope of the API in scope, whatever was asked for and granted (D11)." },
+  { id: "insufficient-scope-as-business-forbidden", description: "A token without the operation's scope gets a 403 whose problem type is business-forbidden, not insufficient-scope (D13)." },
+  { id: "scope-challenge-not-bearer", description: "A token without the operation's scope gets a 403 whose WWW-Authenticate is a Basic challenge naming the scope, not RFC 6750's Bearer error=\"insufficient_scope\"." },
+  { id: "reads-created-resources", description: "GET on a created resource's Location, or on its collection, answers 200 with JSON, where this version has no such operation (D9, D35)." },
+  { id: "accepts-text-json", description: "A body sent as text/json is taken as application/json (D13: 415)." },
+  { id: "ignores-charset", description: "A JSON body whose Content-Type names charset=iso-8859-1 is taken as UTF-8 (D29: 415)." },
+  { id: "refuses-unknown-token-parameters", description: "A token request with a parameter the endpoint does not know gets 400 invalid_request (RFC 6749 §3.2: ignored)." },
+  { id: "requires-scope-parameter", description: "A token request without scope gets 400 invalid_scope (D11: every scope the client may have)." },
+  { id: "basic-refuses-same-client-id", description: "HTTP Basic with a client_id parameter naming the same client gets 400 invalid_request (D31: allowed)." },
+  { id: "basic-ignores-other-client-id", description: "HTTP Basic with a client_id parameter naming another client gets a token for the Basic client (D31: 400 invalid_request)." },
+  { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
@@ -82,8 +103,13 @@ function clientIdOf(req: IncomingMessage, body: Buffer): string {
 }
 
 /** The token endpoint's answer to a failed client authentication, as the reference writes it. */
-function refuseClient(res: ServerResponse): void {
-  res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
+function refuseClient(res: ServerResponse, headers: Record<string, string> = {}): void {
+  res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store", ...headers }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
+}
+
+/** An RFC 6749 §5.2 error of the token endpoint. */
+function oauthError(res: ServerResponse, status: number, error: string, description: string): void {
+  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify({ error, error_description: description }));
 }
 
 /** Starts a front on 127.0.0.1 (port 0) that forwards to `upstream` with the fault `id`. */
@@ -135,6 +161,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
   const limitedOnce = new Set<string>();
+  /** answers-another-customer: the customer of the service request created before. */
+  let lastCustomer: unknown;
   const problem = (res: ServerResponse, status: number, slug: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): void =>
     void res
       .writeHead(status, { "content-type": "application/problem+json", ...headers })
@@ -148,7 +176,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readBody(req);
-    const path = (req.url ?? "").split("?")[0];
+    const path = (req.url ?? "").split("?")[0]!;
     const isToken = req.method === token.method && path === token.path;
 
     if (id === "rate-limited" && !limitedOnce.has(`${req.method} ${path}`)) {
@@ -315,7 +343,75 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       query.set("category_id", knownCategory);
       return reply(res, await forward(Object.assign(req, { url: `${path}?${query}` }), body));
     }
+    const form = isToken ? new URLSearchParams(body.toString("utf8")) : undefined;
+    if (id === "refuses-unknown-token-parameters" && form && [...form.keys()].some((name) => !["grant_type", "client_id", "client_secret", "scope"].includes(name))) {
+      return oauthError(res, 400, "invalid_request", "Unknown parameter.");
+    }
+    if (id === "requires-scope-parameter" && form && !form.has("scope") && body.length > 0) return oauthError(res, 400, "invalid_scope", "scope is required.");
+    if (id === "basic-refuses-same-client-id" && form?.has("client_id") && /^Basic /i.test(req.headers.authorization ?? "")) {
+      return oauthError(res, 400, "invalid_request", "Two authentication methods.");
+    }
+    if (id === "basic-ignores-other-client-id" && form?.has("client_id") && !form.has("client_secret") && /^Basic /i.test(req.headers.authorization ?? "")) {
+      form.delete("client_id");
+      return reply(res, await forward(req, Buffer.from(form.toString())));
+    }
+    if (id === "malformed-basic-is-invalid-client" && isToken && /^Basic /i.test(req.headers.authorization ?? "") && typeof basicCredentials(req.headers.authorization) !== "object") {
+      return refuseClient(res, { "www-authenticate": 'Basic realm="partner-platform"' });
+    }
+    if (id === "reads-created-resources" && req.method === "GET" && [register.path, create.path].some((p) => path === p || path.startsWith(`${p}/`))) {
+      return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ items: [] }));
+    }
+    const type = String(req.headers["content-type"] ?? "");
+    if ((id === "accepts-text-json" && mediaTypeOf(type) === "text/json") || (id === "ignores-charset" && /charset=iso-8859-1/i.test(type))) {
+      return reply(res, await forward(req, body, { "content-type": "application/json" }));
+    }
     const answer = await forward(req, body);
+    const sent = (() => {
+      try {
+        return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
+      } catch {
+        return {};
+      }
+    })();
+    const rewrite = (change: (value: Record<string, any>) => void) => {
+      const value = JSON.parse(answer.body.toString("utf8")) as Record<string, any>;
+      change(value);
+      answer.body = Buffer.from(JSON.stringify(value));
+    };
+    const registering = req.method === register.method && path === register.path;
+    const creating = req.method === create.method && path === create.path;
+    if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
+    if (id === "quotes-the-secret-in-problems" && registering && answer.status >= 400 && typeof sent.secret === "string") {
+      rewrite((p) => (p.detail = `${String(p.detail)} (secret "${String(sent.secret)}")`));
+    }
+    if (id === "answers-another-customer" && creating && answer.status === 201) {
+      rewrite((r) => {
+        const own = r.customer;
+        if (lastCustomer !== undefined) r.customer = lastCustomer;
+        lastCustomer = own;
+      });
+    }
+    if (id === "registers-for-another-business" && registering && answer.status === 201) rewrite((w) => (w.businessID = w.businessID === "4713" ? "4712" : "4713"));
+    if (id === "creates-webhooks-disabled" && registering && answer.status === 201) rewrite((w) => (w.status = "disabled"));
+    if (id === "matched-without-leads" && creating && answer.status === 201) rewrite((r) => (r.status = r.status === "matched" ? "unmatched" : "matched"));
+    if (id === "search-worst-rated-first" && req.method === search.method && path === search.path && answer.status === 200) rewrite((r) => r.businesses.reverse());
+    if (id === "tokens-say-60-seconds" && isToken && answer.status === 200) rewrite((t) => (t.expires_in = 60));
+    if (id === "grants-scopes-not-asked" && isToken && answer.status === 200) rewrite((t) => (t.scope = contract.scopes.join(" ")));
+    if (id === "insufficient-scope-as-business-forbidden" && answer.status === 403) {
+      rewrite((p) => (p.type = p.type === contract.problem("insufficient-scope").type ? contract.problem("business-forbidden").type : p.type));
+    }
+    if (id === "scope-challenge-not-bearer" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
+      answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/^Bearer error="insufficient_scope", /, 'Basic realm="api", ');
+    }
+    if ((id === "location-under-another-path" || id === "reuses-ids") && answer.status === 201 && typeof answer.headers.location === "string") {
+      const own = registering ? register.path : create.path;
+      if (id === "location-under-another-path") answer.headers.location = answer.headers.location.replace(own, registering ? create.path : register.path);
+      else {
+        const member = registering ? "webhookID" : "requestID";
+        rewrite((r) => (r[member] = "1"));
+        answer.headers.location = answer.headers.location.replace(/[^/]+$/, "1");
+      }
+    }
     if (id === "unknown-business-forbidden" && req.method === register.method && path === register.path && answer.status === 404) {
       return problem(res, 403, "business-forbidden", "This client does not act for that business.", { errors: [{ pointer: "/businessID", detail: "not a business of this client" }] });
     }

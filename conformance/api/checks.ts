@@ -3,6 +3,7 @@
 // answer is validated against the OpenAPI document (status declared, headers, content type, body).
 import { randomBytes, randomInt } from "node:crypto";
 import { isIPv4 } from "node:net";
+import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import { Agent } from "undici";
 import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
@@ -69,7 +70,88 @@ const bodyText = (op: Operation, body: unknown) => (op.body && body !== undefine
 
 async function send(ctx: ApiContext, op: Operation, input: Input & { raw?: Buffer }, token?: string): Promise<ResponseSeen> {
   const body = input.raw ?? bodyText(op, input.body);
-  return ctx.call(op, { query: input.query, ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}), ...(token !== undefined ? { token } : {}) });
+  const response = await ctx.call(op, { query: input.query, ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}), ...(token !== undefined ? { token } : {}) });
+  expectNothingSecretReturned(input, response);
+  return response;
+}
+
+/** The request members whose value no answer holds (D16: the secret is never returned). */
+const NEVER_RETURNED = ["secret"];
+
+/** No answer, a created resource or a problem, holds the value of a never-returned member sent (one that another member also sent aside). */
+function expectNothingSecretReturned(input: Input, response: ResponseSeen): void {
+  const body = input.body;
+  if (!body || typeof body !== "object") return;
+  const others = Object.entries(body as Json)
+    .filter(([name]) => !NEVER_RETURNED.includes(name))
+    .map(([, value]) => JSON.stringify(value));
+  for (const name of NEVER_RETURNED) {
+    const value = (body as Json)[name] as unknown;
+    // Short values can occur anywhere by chance.
+    if (typeof value !== "string" || value.length < 8 || others.some((other) => other.includes(value))) continue;
+    const written = [value, JSON.stringify(value).slice(1, -1)];
+    expectThat(
+      !written.some((form) => response.text.includes(form)),
+      `the ${response.status} answer holds the ${name} that was sent: it is never returned (D16), not in a created resource, not in a problem`,
+      `no ${name} in the answer`,
+      seen(response),
+    );
+  }
+}
+
+/** What D17 says of an operation's successful answer beyond its schema: a failure's message, expected and actual. */
+const answerRules: Record<string, (answer: Json) => [string, unknown, unknown] | undefined> = {
+  searchBusinesses(answer) {
+    const ratings = ((answer.businesses ?? []) as Json[]).map((b) => b.rating as unknown).filter((r): r is number => typeof r === "number");
+    const sorted = [...ratings].sort((a, b) => b - a);
+    return isDeepStrictEqual(ratings, sorted) ? undefined : ["businesses are not best rated first (D17)", sorted, ratings];
+  },
+  registerWebhook(answer) {
+    return answer.status === "enabled" ? undefined : ["a new webhook is not enabled (D17)", "enabled", answer.status];
+  },
+  createServiceRequest(answer) {
+    const leads = Array.isArray(answer.leads) ? answer.leads.length : 0;
+    const status = leads > 0 ? "matched" : "unmatched";
+    return answer.status === status ? undefined : [`a service request with ${leads} leads is not ${status} (D17)`, status, answer.status];
+  },
+};
+
+/** The ids of the resources each run created, per operation: no two the same. */
+const createdIds = new WeakMap<ApiContext, Map<string, Set<string>>>();
+
+/**
+ * A successful answer says what was asked for (D17): the rules above; and a created resource holds every
+ * member sent that it has, as sent, its new id is one no other resource of the run has, and `Location`
+ * is the operation's path and that id (D35).
+ */
+function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, response: ResponseSeen, what: string): void {
+  if (response.status < 200 || response.status > 299) return;
+  const answer = jsonOf(response);
+  const broken = answerRules[op.operationId]?.(answer);
+  if (broken) throw new CheckFailed(`${what}: ${broken[0]}`, broken[1], broken[2]);
+  if (response.status !== 201 || !input.body || typeof input.body !== "object") return;
+  // As the implementation read it (generated values may be objects without a prototype).
+  const sent = JSON.parse(JSON.stringify(input.body)) as Json;
+  const differing = Object.keys(sent).filter((name) => name in answer && !isDeepStrictEqual(sent[name], answer[name]));
+  expectEqual(
+    Object.fromEntries(differing.map((name) => [name, answer[name]])),
+    Object.fromEntries(differing.map((name) => [name, sent[name]])),
+    `${what}: the created resource does not hold what was sent (D17)`,
+  );
+  const id = Object.entries(answer).find(([name, value]) => name.endsWith("ID") && typeof value === "string" && !(name in sent))?.[1] as string | undefined;
+  if (id === undefined) return;
+  const location = response.headers.location;
+  if (typeof location === "string") {
+    const path = new URL(location, "http://base.invalid").pathname;
+    const expected = `${op.path}/${encodeURIComponent(id)}`;
+    expectThat(path.endsWith(expected), `${what}: Location is not the created resource's URI, the operation's path and its id (D35)`, `…${expected}`, location);
+  }
+  const runs = createdIds.get(ctx) ?? new Map<string, Set<string>>();
+  createdIds.set(ctx, runs);
+  const ids = runs.get(op.operationId) ?? new Set<string>();
+  runs.set(op.operationId, ids);
+  expectThat(!ids.has(id), `${what}: the created resource has the id of one created before in this run (each resource its own, D14)`, "a new id", id);
+  ids.add(id);
 }
 
 const fullToken = (ctx: ApiContext) => ctx.token(ctx.contract.scopes);
@@ -160,14 +242,22 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     ...extra,
   });
 
-  const refusal = (id: string, title: string, scenario: string, what: string, code: string, make: (ctx: ApiContext) => Record<string, string>) =>
+  const refusal = (
+    id: string,
+    title: string,
+    scenario: string,
+    what: string,
+    code: string,
+    make: (ctx: ApiContext) => Record<string, string>,
+    headers: (ctx: ApiContext) => Record<string, string> = () => ({}),
+  ) =>
     defineCheck<ApiContext>({
       id,
-      section,
+      section: id.includes("basic") ? `${op.section}, D31` : section,
       title,
       scenario,
       async run(ctx) {
-        const response = await ctx.requestToken(make(ctx));
+        const response = await ctx.requestToken(make(ctx), headers(ctx));
         expectAnswer(ctx, op, response, [contract.oauthErrorStatus(code)], what);
         const error = jsonOf(response).error;
         expectThat(error === code, `the RFC 6749 error code is ${JSON.stringify(error)}`, code, seen(response));
@@ -187,6 +277,37 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         const granted = String(jsonOf(response).scope ?? "").split(" ");
         const missing = contract.scopes.filter((s) => !granted.includes(s));
         expectThat(missing.length === 0, "the token lacks scopes that were asked for (the client must be allowed every scope)", contract.scopes, granted);
+        const lifetime = (successExample(op).response as Json | undefined)?.expires_in as unknown;
+        const expiresIn = jsonOf(response).expires_in as unknown;
+        expectThat(expiresIn === lifetime, `expires_in is not the tokens' lifetime (D11: ${String(lifetime)} seconds)`, lifetime, expiresIn);
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-grants-exactly-the-scopes-asked",
+      section,
+      title: "A token asked for one scope has that scope alone (in `scope` and in what it may do); one asked for with no `scope` has every scope the client may have.",
+      scenario: `requests a token for ${contract.scopes[0]} alone, then one without a scope parameter`,
+      async run(ctx) {
+        const cases: [string, Record<string, string>, string[]][] = [
+          [`scope=${contract.scopes[0]}`, form(ctx, { scope: contract.scopes[0]! }), [contract.scopes[0]!]],
+          ["no scope parameter", Object.fromEntries(Object.entries(form(ctx)).filter(([name]) => name !== "scope")), contract.scopes],
+        ];
+        for (const [what, asked, scopes] of cases) {
+          const response = await ctx.requestToken(asked);
+          expectAnswer(ctx, op, response, [successExample(op).status], what);
+          const granted = String(jsonOf(response).scope ?? "").split(" ").filter(Boolean).sort();
+          expectEqual(granted, [...scopes].sort(), `${what}: the scopes granted are not those asked for (D11)`);
+        }
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-ignores-unknown-parameters",
+      section: `${op.section}, D11, D16`,
+      title: "A token request with a parameter the endpoint does not know gets its token: unknown parameters are ignored (RFC 6749 §3.2).",
+      scenario: "requests a token with valid credentials and one more parameter, certify_unknown=1",
+      async run(ctx) {
+        const response = await ctx.requestToken(form(ctx, { certify_unknown: "1" }));
+        expectAnswer(ctx, op, response, [successExample(op).status], "an unknown parameter");
       },
     }),
     refusal("token-rejects-unsupported-grant-type", `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type.`, "requests a token with grant_type=password", "grant_type=password", "unsupported_grant_type", (ctx) =>
@@ -236,6 +357,34 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         expectThat(error === "invalid_request", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_request", seen(response));
       },
     }),
+    defineCheck<ApiContext>({
+      id: "token-basic-accepts-same-client-id",
+      section: `${op.section}, D31`,
+      title: "HTTP Basic together with a client_id parameter naming the same client gets a token (RFC 6749 §3.2.1).",
+      scenario: "requests a token with Authorization: Basic of --client-id and --client-secret, and client_id in the form",
+      async run(ctx) {
+        const response = await ctx.requestToken({ grant_type: "client_credentials", client_id: ctx.options.clientId }, { authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) });
+        expectAnswer(ctx, op, response, [successExample(op).status], "Basic with the same client_id");
+      },
+    }),
+    refusal(
+      "token-basic-rejects-other-client-id",
+      `HTTP Basic together with a client_id parameter naming another client gets ${contract.oauthErrorStatus("invalid_request")} invalid_request (D31).`,
+      "requests a token with Authorization: Basic of --client-id and --client-secret, and client_id of another client in the form",
+      "Basic with another client_id",
+      "invalid_request",
+      (ctx) => ({ grant_type: "client_credentials", client_id: `${ctx.options.clientId}-other` }),
+      (ctx) => ({ authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) }),
+    ),
+    refusal(
+      "token-rejects-malformed-basic",
+      `An Authorization header that is not well-formed Basic gets ${contract.oauthErrorStatus("invalid_request")} invalid_request, not a failed authentication (D31).`,
+      "requests a token with Authorization: Basic followed by characters that are not base64",
+      "malformed Basic",
+      "invalid_request",
+      () => ({ grant_type: "client_credentials" }),
+      () => ({ authorization: "Basic !not-base64!" }),
+    ),
     defineCheck<ApiContext>({
       id: "token-rejects-repeated-parameters",
       section: `${op.section}, D11`,
@@ -515,11 +664,36 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     check("success-example-gets-2xx", "D17", `The spec's success example of ${op.operationId} gets its 2xx status and an answer that validates.`, `sends each success example of the spec to ${request} with a token of every scope`, async (ctx) => {
       const token = await fullToken(ctx);
       for (const e of op.successExamples) {
-        const response = await send(ctx, op, { query: e.query, body: e.body }, token);
+        const input = { query: e.query, body: e.body };
+        const response = await send(ctx, op, input, token);
         expectAnswer(ctx, op, response, [e.status], `example ${e.name}`);
+        expectAnswersWhatWasSent(ctx, op, input, response, `example ${e.name}`);
       }
     }),
   );
+  if (op.successExamples.some((e) => e.status === 201)) {
+    const notFound = contract.problem("not-found").status;
+    checks.push(
+      check(
+        "created-resource-not-readable",
+        "D9, D35",
+        `This version has no operation that reads what ${op.operationId} creates: GET on its 201's Location gets ${notFound}, and GET on ${op.path} no 2xx.`,
+        `sends the success example to ${request}, then GET its Location and GET ${op.path}, each with a token of every scope`,
+        async (ctx) => {
+          const token = await fullToken(ctx);
+          const created = await send(ctx, op, example().input, token);
+          expectAnswer(ctx, op, created, [201], "the success example");
+          const location = new URL(String(created.headers.location), "http://base.invalid").pathname;
+          const at = location.slice(location.lastIndexOf(op.path));
+          const read = (path: string) => ctx.call({ ...op, method: "GET", path, query: [] }, { token });
+          const resource = await read(at);
+          expectThat(resource.status === notFound, `GET ${at}: a created resource can be read, which no operation of this version does (D35)`, notFound, seen(resource));
+          const collection = await read(op.path);
+          expectThat(collection.status >= 400 && collection.status < 500, `GET ${op.path}: the collection can be read, which no operation of this version does (D9)`, "404 or 405", seen(collection));
+        },
+      ),
+    );
+  }
 
   // D13, D17: what a request naming nothing that exists gets (UNKNOWN_ID).
   const notFound = contract.problem("not-found");
@@ -597,14 +771,18 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       check(
         "requires-scope",
         "D12",
-        `A valid token without ${op.scopes.join(" ")} gets a ${forbidden} problem naming it in WWW-Authenticate, however many other scopes it has.`,
+        `A valid token without ${op.scopes.join(" ")} gets a ${forbidden} insufficient-scope problem with RFC 6750's challenge naming it (Bearer error="insufficient_scope"), however many other scopes it has.`,
         `sends the success example to ${request} with a token of only ${otherScopes[0]}${otherScopes.length > 1 ? `, then with one of every scope but ${op.scopes.join(" ")}` : ""}`,
         async (ctx) => {
           for (const scopes of tokens) {
             const what = `a token with ${scopes.join(" ")}`;
             const response = await send(ctx, op, example().input, await ctx.token(scopes));
             expectAnswer(ctx, op, response, [forbidden], what);
+            const type = jsonOf(response).type as unknown;
+            expectThat(type === contract.problem("insufficient-scope").type, `${what}: the problem type is not insufficient-scope`, contract.problem("insufficient-scope").type, type);
             const challenge = String(response.headers["www-authenticate"] ?? "");
+            const rfc6750 = /^Bearer\b/i.test(challenge) && /\berror="insufficient_scope"/.test(challenge);
+            expectThat(rfc6750, `${what}: the WWW-Authenticate challenge is not RFC 6750's for a missing scope`, 'Bearer error="insufficient_scope", scope="…"', challenge || "(none)");
             const unnamed = op.scopes.filter((s) => !challenge.includes(s));
             expectThat(unnamed.length === 0, `${what}: the WWW-Authenticate challenge does not name the required scope`, op.scopes, challenge || "(none)");
           }
@@ -658,11 +836,19 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const unsupported = problemStatus("unsupported-media-type");
     if (declared(unsupported)) {
       checks.push(
-        check("wrong-content-type-gets-415", "D13", `The example body sent as text/plain gets a ${unsupported} problem.`, `sends the example body to ${request} with Content-Type text/plain`, async (ctx) => {
-          const body = JSON.stringify(example().input.body);
-          const response = await ctx.call(op, { query: example().input.query, body, contentType: "text/plain", token: await fullToken(ctx) });
-          expectAnswer(ctx, op, response, [unsupported], "Content-Type text/plain");
-        }),
+        check(
+          "wrong-content-type-gets-415",
+          "D13, D29",
+          `The example body sent as text/plain, as text/json, or as ${mediaType} in a charset other than UTF-8 gets a ${unsupported} problem.`,
+          `sends the example body to ${request} with Content-Type text/plain, text/json, then ${mediaType}; charset=iso-8859-1`,
+          async (ctx) => {
+            const body = JSON.stringify(example().input.body);
+            for (const contentType of ["text/plain", "text/json", `${mediaType}; charset=iso-8859-1`]) {
+              const response = await ctx.call(op, { query: example().input.query, body, contentType, token: await fullToken(ctx) });
+              expectAnswer(ctx, op, response, [unsupported], `Content-Type ${contentType}`);
+            }
+          },
+        ),
       );
     }
     const tooLarge = problemStatus("payload-too-large");
@@ -685,6 +871,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         check("body-at-limit-accepted", "D18", `A well-formed body of exactly ${limit} bytes is accepted: the limit is ${limit} bytes, not less.`, `sends the example body to ${request} padded with spaces to ${limit} bytes`, async (ctx) => {
           const response = await ctx.call(op, { query: example().input.query, body: padded(limit), contentType: mediaType, token: await fullToken(ctx) });
           expectAnswer(ctx, op, response, [example().status], `a ${limit}-byte body`);
+          expectAnswersWhatWasSent(ctx, op, example().input, response, `a ${limit}-byte body`);
         }),
       );
     }
@@ -743,6 +930,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         return property(ctx, validInputs(ctx.contract, op), async (input) => {
           const response = await send(ctx, op, input, token);
           expectAnswer(ctx, op, response, isForeign(response) ? [foreign!.status] : accepted, "a valid input");
+          expectAnswersWhatWasSent(ctx, op, input, response, "a valid input");
         });
       },
     ),

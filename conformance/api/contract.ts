@@ -29,6 +29,8 @@ export interface SuccessExample {
   status: number;
   query: Record<string, string>;
   body?: unknown;
+  /** The example's answer body. */
+  response?: unknown;
 }
 
 export interface Operation {
@@ -175,11 +177,12 @@ function buildContract(doc: Json): Contract {
       .filter((s) => /^2\d\d$/.test(s))
       .flatMap((status) =>
         Object.values(((op.responses[status] as Json).content ?? {}) as Json).flatMap((m) =>
-          Object.keys(((m as Json).examples ?? {}) as Json).map((name) => ({
+          Object.entries(((m as Json).examples ?? {}) as Json).map(([name, example]) => ({
             name,
             status: Number(status),
             query: exampleQuery,
             ...(body ? { body: body.examples[name] } : {}),
+            response: (example as Json).value,
           })),
         ),
       );
