@@ -4,11 +4,13 @@
 // conformance/broken/server-expected-failures.json.
 import { createHmac } from "node:crypto";
 import { BlockList, isIP } from "node:net";
+import https from "node:https";
+import MailComposer from "nodemailer/lib/mail-composer/index.js";
 import { rootCertificates } from "node:tls";
 import { Agent, interceptors } from "undici";
 import { newEventId, signPayload, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
-import { defaultParts, type Outcome, type PartsOverride } from "../../src/server/delivery/index.js";
+import { defaultParts, type Outcome, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
@@ -214,6 +216,51 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
 
+  // Local time (UTC-5) written with Z: every timestamp five hours off.
+  {
+    id: "stamps-local-time-as-utc",
+    parts: envelopeBody((e) => ({ ...e, timestamp: new Date(Date.parse(e.timestamp) - 5 * 3600_000).toISOString().replace(/\.\d{3}Z$/, "Z") })),
+  },
+  // A query of its own added to the registered URL (an attempt counter).
+  {
+    id: "delivers-to-url-with-query",
+    parts: (base) => ({ send: (url, body, signature, signal) => base.send(`${url}?attempt=1`, body, signature, signal) }),
+  },
+  // Declares Latin-1 for bytes that are UTF-8.
+  {
+    id: "names-latin-1-charset",
+    parts: (_base, ctx) => ({
+      send: defaultParts({
+        ...ctx,
+        dispatcher: ctx.dispatcher.compose(
+          (dispatch) => (opts, handler) =>
+            dispatch({ ...opts, headers: { ...(opts.headers as Record<string, string>), "content-type": "application/json; charset=iso-8859-1" } }, handler),
+        ),
+      }).send,
+    }),
+  },
+  // Sends with node:https and Expect: 100-continue, the body after the receiver's 100 (undici refuses the header).
+  {
+    id: "asks-for-100-continue",
+    parts: (_base, ctx) => ({
+      send: (url, body, signature, signal) =>
+        new Promise<SendResult>((resolve, reject) => {
+          const request = https.request(url, {
+            method: ctx.rules.method,
+            ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])],
+            headers: { "content-type": ctx.rules.contentType, [ctx.rules.signatureHeader.toLowerCase()]: signature, "content-length": String(body.length), expect: "100-continue" },
+          });
+          signal.onabort = () => request.destroy(signal.reason);
+          request.on("continue", () => request.end(body));
+          request.on("response", (response) => response.resume().on("end", () => resolve({ status: response.statusCode ?? 0, timedOut: false })));
+          request.on("error", (error) => {
+            if (signal.aborted && !signal.timedOut) reject(error);
+            else resolve(signal.timedOut ? { error: "no complete answer within the attempt timeout", timedOut: true } : { error: error.message, timedOut: false });
+          });
+        }),
+    }),
+  },
+
   // -- Retry schedule and the failure counter ------------------------------------------------------
   {
     // A slow path for one event (a poll, a lookup before sending): each booking.confirmed waits 300 ms
@@ -404,6 +451,24 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   { id: "emails-another-address", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: "ops@partner-platform.example" }) }) },
+  // A copy to the platform's mailbox whose Bcc header is sent along: every recipient sees it.
+  {
+    id: "shows-its-bcc",
+    parts: (base) => ({
+      async sendMail(mail) {
+        // Composed here: nodemailer's SMTP transport always drops the Bcc header.
+        const composed = new MailComposer({ from: "no-reply@partner-platform.example", ...mail, bcc: "ops@partner-platform.example" }).compile();
+        composed.keepBcc = true;
+        const raw = await composed.build();
+        await base.sendMail(Object.assign({}, mail, { raw, envelope: { from: "no-reply@partner-platform.example", to: [mail.to, "ops@partner-platform.example"] } }));
+      },
+    }),
+  },
+  // One Message-ID for every notice: a mail system takes the second disabling's for a repeat of the first.
+  {
+    id: "one-message-id-for-every-disabling",
+    parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, headers: { ...mail.headers, "Message-ID": "<webhook-disabled@partner-platform.example>" } }) }),
+  },
   // Where a Bcc would do: the partner's notice shows another address (nodemailer takes `cc` with the rest).
   { id: "copies-another-address-visibly", parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { cc: "ops@partner-platform.example" })) }) },
   {
@@ -413,6 +478,20 @@ export const brokenServers: BrokenServer[] = [
 
   // -- Leads -------------------------------------------------------------------------------------
   { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
+  // An expired lead is taken up again by every later expiry pass: lead.expired again and again.
+  { id: "expires-leads-again", parts: expiringStatuses(["new", "responded", "expired"]) },
+  // expiredAt written from the lead's creation, not its expiry.
+  {
+    id: "expired-at-creation",
+    parts: (base) => ({ expireLeads: async (tx, now) => (await base.expireLeads(tx, now)).map((lead) => ({ ...lead, expiresAt: lead.createdAt })) }),
+  },
+  // lead.created with the example's phone number, not the customer's.
+  {
+    id: "lead-created-with-example-phone",
+    parts: envelopeBody((e) =>
+      e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: "+12125550100" } } } : e,
+    ),
+  },
   { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },
   { id: "expires-declined-leads", parts: expiringStatuses(["new", "responded", "declined"]) },
   { id: "expires-cancelled-leads", parts: expiringStatuses(["new", "responded", "cancelled"]) },

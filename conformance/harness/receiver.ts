@@ -31,6 +31,8 @@ export interface Delivery {
   seq: number;
   /** The endpoint (path) it arrived at. */
   endpoint: string;
+  /** The request-target as sent (path and query). */
+  target: string;
   method: string;
   headers: IncomingHttpHeaders;
   /** The exact body bytes received. */
@@ -132,7 +134,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       const connection = connections.get(req.socket as TLSSocket);
       if (connection) connection.requests++;
       const presented = connection?.presented ?? presenting;
-      const delivery: Delivery = { seq: deliveries.length, endpoint, method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt, presented };
+      const delivery: Delivery = { seq: deliveries.length, endpoint, target: req.url ?? "", method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt, presented };
       deliveries.push(delivery);
       connection?.deliveries.push(delivery);
       changes.emit("change");

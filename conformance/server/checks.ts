@@ -86,6 +86,8 @@ interface BasicsRun {
   requestLeads: LeadRef[];
   /** The implementation's clock read right before and right after that request: its leads were created between. */
   requested: [ClockSample, ClockSample];
+  /** The implementation's clock read right before the two booking.confirmed triggers and right after: they occurred between. */
+  triggered: [ClockSample, ClockSample];
   /** The leads of the second, third and fourth requests, which the customer hired, the pro declined and the customer cancelled (lead.updated). */
   finalLeads: FinalLeads;
 }
@@ -113,10 +115,12 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
 
     const [main0, same0] = [ctx.count(main.endpoint), ctx.count(sameBusiness.endpoint)];
     const bookingTriggers: BasicsRun["bookingTriggers"] = [];
+    const beforeBookings = await clockSample(ctx);
     for (let i = 0; i < 2; i++) {
       await ctx.control.trigger("booking.confirmed", businessId);
       bookingTriggers.push({ answeredAt: performance.now() });
     }
+    const afterBookings = await clockSample(ctx);
     const bookings = [
       ...(await ctx.arrivals(main.endpoint, main0, 2, "two booking.confirmed at the main webhook")),
       ...(await ctx.arrivals(sameBusiness.endpoint, same0, 2, "two booking.confirmed at the second webhook")),
@@ -173,7 +177,20 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
       const updatedAt = (await ctx.control.clock()).now;
       await ctx.control.trigger("lead.updated", businessId, { leadID: respondedLead, businessID: businessId, status: "responded", previousStatus: "new", updatedAt });
     }
-    return { main, sameBusiness, otherBusiness, bookings, bookingTriggers, unsubscribed, foreignBusiness, leadCreated, requestLeads, requested: [beforeRequest, afterRequest], finalLeads };
+    return {
+      main,
+      sameBusiness,
+      otherBusiness,
+      bookings,
+      bookingTriggers,
+      triggered: [beforeBookings, afterBookings],
+      unsubscribed,
+      foreignBusiness,
+      leadCreated,
+      requestLeads,
+      requested: [beforeRequest, afterRequest],
+      finalLeads,
+    };
   });
 }
 
@@ -1048,12 +1065,20 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "timestamp-is-utc-iso8601",
     section: "§2.3, D14",
-    title: "Every envelope timestamp is an ISO 8601 date-time in UTC (Z).",
-    scenario: "two booking.confirmed to two webhooks of one business",
+    title:
+      "Every envelope timestamp is an ISO 8601 date-time in UTC (Z), the instant the event occurred on the implementation's clock: within the trigger or the service request that emitted it.",
+    scenario: "two booking.confirmed to two webhooks of one business, and a service request's lead.created",
     async run(ctx) {
-      const stamps = (await basics(ctx)).bookings.map((d) => envelopeOf(d).timestamp);
+      const { bookings, triggered, leadCreated, requested } = await basics(ctx);
+      const stamps = bookings.map((d) => envelopeOf(d).timestamp);
       const ok = (s: string) => UTC_TIMESTAMP.test(s) && !Number.isNaN(Date.parse(s));
       expectThat(stamps.length > 0 && stamps.every(ok), "a timestamp is not ISO 8601 UTC", "YYYY-MM-DDTHH:MM:SS[.fff]Z", stamps);
+      // From the start of the second the clock read before (a timestamp may drop the fraction, D14).
+      const within = ([from, to]: [ClockSample, ClockSample]) => [new Date(Math.floor(from.clockMs / 1000) * 1000).toISOString(), new Date(to.clockMs).toISOString()];
+      const off = [...bookings.map((d) => [d, triggered] as const), ...leadCreated.map((d) => [d, requested] as const)]
+        .map(([d, window]) => ({ event: envelopeOf(d).event, timestamp: envelopeOf(d).timestamp, within: within(window) }))
+        .filter(({ timestamp, within: [from, to] }) => !(Date.parse(timestamp) >= Date.parse(from!) && Date.parse(timestamp) <= Date.parse(to!)));
+      expectEqual(off, [], "an envelope timestamp is not when its event occurred: outside the request that emitted it, on the implementation's clock (read through the Control API)");
     },
   }),
   defineCheck({
@@ -1149,17 +1174,17 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "service-request-emits-lead-created",
     section: "§6, §2.4",
-    title: "Creating a matching service request delivers lead.created for the matched business, with the request's lead and customer.",
+    title: "Creating a matching service request delivers lead.created for the matched business, with the request's lead and its customer's name and phone.",
     scenario: "a service request for the business's category and zip code",
     async run(ctx) {
       const { leadCreated, requestLeads } = await basics(ctx);
       const expected = requestLeads
         .filter((l) => l.businessID === ctx.options.businessId)
-        .map((l) => ({ leadID: l.leadID, businessID: l.businessID, customer: customer.name }));
+        .map((l) => ({ leadID: l.leadID, businessID: l.businessID, customer: { name: customer.name, phone: customer.phone } }));
       expectThat(expected.length > 0, "the service request matched no lead for the business", ">= 1 lead", requestLeads);
       const actual = leadCreated.map((d) => {
-        const data = envelopeOf(d).data as { leadID: string; businessID: string; customer?: { name?: string } };
-        return { leadID: data.leadID, businessID: data.businessID, customer: data.customer?.name };
+        const data = envelopeOf(d).data as { leadID: string; businessID: string; customer?: { name?: string; phone?: string } };
+        return { leadID: data.leadID, businessID: data.businessID, customer: { name: data.customer?.name, phone: data.customer?.phone } };
       });
       expectEqual(actual, expected, "lead.created did not arrive as expected");
     },
@@ -1433,7 +1458,7 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "disable-email-goes-to-partner-contact",
     section: "§3, D15, D26",
-    title: "The disable e-mail goes to the partner's contact address (--partner-email), the only address it shows (To, Cc); a copy to the platform's own mailbox may go by Bcc.",
+    title: "The disable e-mail goes to the partner's contact address (--partner-email), the only address it shows (To, Cc, no Bcc header); a copy to the platform's own mailbox may go by Bcc, unseen.",
     scenario: "one webhook whose endpoint always fails (503, 404, 307, a closed connection, no answer), until it is disabled",
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
@@ -1474,7 +1499,7 @@ export const serverChecks: ServerCheck[] = [
     id: "each-disabling-sends-one-notice-in-time",
     section: "§3, D7, D24, D26",
     title:
-      "Every disabling sends its notice, one Message-ID, within 5 s of the failure that disabled: also when that failure is a first attempt, or one of several recorded together.",
+      "Every disabling sends its notice, one Message-ID of its own, within 5 s of the failure that disabled: also when that failure is a first attempt, or one of several recorded together.",
     scenario: "the three webhooks the run disables: one whose endpoint always fails, one whose five events' first attempts fail together, one whose new event fails after another event's four failures",
     async run(ctx) {
       const disabled = [(await failingUntilDisabled(ctx)).webhook, (await failuresAcrossEvents(ctx)).webhook, (await newEventAfterFailures(ctx)).webhook];
@@ -1493,17 +1518,20 @@ export const serverChecks: ServerCheck[] = [
       const named = (messages: readonly { raw: string }[]) => disabled.every((w) => messages.some((m) => m.raw.includes(w.webhookID)));
       await ctx.smtp.waitFor(named, Math.max(0, Math.max(...deadlines) - performance.now()), "the disable e-mails").catch(() => undefined);
       const decoded = await receivedMails(ctx);
+      const mailsOf = disabled.map((w) => decoded.filter(({ mail }) => namesWebhook(mail, w.webhookID)));
+      const idsOf = mailsOf.map((mails) => new Set(mails.map(({ mail }) => mail.headers["message-id"] ?? "(no Message-ID)")));
       const seen = disabled.map((w, i) => {
-        const mails = decoded.filter(({ mail }) => namesWebhook(mail, w.webhookID));
-        const ids = new Set(mails.map(({ mail }) => mail.headers["message-id"] ?? "(no Message-ID)"));
+        const mails = mailsOf[i]!;
         const first = Math.min(...mails.map((m) => m.receivedAt));
-        return { webhook: w.endpoint, notices: ids.size, inTime: mails.length > 0 && first <= deadlines[i]! };
+        return { webhook: w.endpoint, notices: idsOf[i]!.size, inTime: mails.length > 0 && first <= deadlines[i]! };
       });
       expectEqual(
         seen,
         disabled.map((w) => ({ webhook: w.endpoint, notices: 1, inTime: true })),
         "a disabling sent no notice, more than one (another Message-ID), or its notice came more than 5 s after the failure that disabled",
       );
+      const ids = idsOf.map((set) => [...set][0]);
+      expectThat(new Set(ids).size === ids.length, "two disablings' notices share a Message-ID: each disabling's notice is a message of its own (D26)", "a Message-ID per disabling", ids);
     },
   }),
   defineCheck({
@@ -1538,20 +1566,24 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "lead-expires-after-7-days",
     section: "§3, §8",
-    title: "A lead without a hire produces lead.expired exactly 7 days after it was created, not before, though the pro responded meanwhile.",
+    title: "A lead without a hire produces lead.expired exactly 7 days after it was created, not before, though the pro responded meanwhile, and once: not again in the hour after.",
     scenario: "a service request's lead, responded to (lead.updated) an hour later, nobody hiring, until 7 days after its creation",
     async run(ctx) {
-      const { expiring, early, atExpiry } = await leadExpiry(ctx);
+      const { expiring, early, atExpiry, after } = await leadExpiry(ctx);
       expectThat(expiring !== undefined, "no lead to expire", "a lead.created", "none");
-      const of = (ds: Delivery[]) => ds.filter((d) => envelopeOf(d).data.leadID === expiring.leadID).length;
-      expectEqual(of(early), 0, "lead.expired came before 7 days");
-      expectEqual(of(atExpiry), 1, "lead.expired did not come 7 days after the lead was created (D19: a change such as a response does not restart them)");
+      // Events, not attempts: a repeat of the expiry carries its id (D4).
+      const idsIn = (ds: Delivery[]) => new Set(ds.filter((d) => envelopeOf(d).data.leadID === expiring.leadID).map((d) => envelopeOf(d).id));
+      const seen = new Set([...idsIn(early), ...idsIn(atExpiry)]);
+      expectEqual(idsIn(early).size, 0, "lead.expired came before 7 days");
+      expectEqual(idsIn(atExpiry).size, 1, "lead.expired did not come 7 days after the lead was created (D19: a change such as a response does not restart them)");
+      expectEqual([...idsIn(after)].filter((id) => !seen.has(id)).length, 0, "another lead.expired came after the lead expired (D19: expired is final; a repeat of the same event would carry its id, D4)");
     },
   }),
   defineCheck({
     id: "lead-expired-names-the-created-lead",
     section: "§3, D19, D20",
-    title: "lead.expired names the lead that was created: its leadID, businessID and createdAt (an instant within the service request that created it), and previousStatus responded, the status lead.updated moved it to.",
+    title:
+      "lead.expired names the lead that was created: its leadID, businessID and createdAt (an instant within the service request that created it), previousStatus responded, the status lead.updated moved it to, and expiredAt 7 days after createdAt.",
     scenario: "a service request's lead, responded to (lead.updated) an hour later, nobody hiring, until 7 days after its creation",
     async run(ctx) {
       const { expiring, finalLeads, early, atExpiry } = await leadExpiry(ctx);
@@ -1561,9 +1593,18 @@ export const serverChecks: ServerCheck[] = [
       // the implementation's clock (from its second's start: a timestamp may drop the fraction, D14).
       const [from, to] = [Math.floor(requested[0].clockMs / 1000) * 1000, requested[1].clockMs];
       const window = `an instant from ${new Date(from).toISOString()} to ${new Date(to).toISOString()} (the service request that created the lead)`;
-      const createdDuringRequest = (t: unknown) => {
-        const at = typeof t === "string" && UTC_TIMESTAMP.test(t) ? Date.parse(t) : NaN;
-        return at >= from && at <= to ? window : t;
+      const instant = (t: unknown) => (typeof t === "string" && UTC_TIMESTAMP.test(t) ? Date.parse(t) : NaN);
+      const createdDuringRequest = (t: unknown) => (instant(t) >= from && instant(t) <= to ? window : t);
+      // expiredAt is when the lead expired: 7 days after createdAt (a second less where one of the two
+      // dropped its fraction), and no later than the scenario looked (an hour after the expiry was due,
+      // and under a scaled clock what a lead.expired may be late).
+      const lifetimeMs = ctx.rules.leadExpirySeconds * 1000;
+      const clock = ctx.options.clock;
+      const slackMs = 3600_000 + 1000 + (clock.kind === "scaled" ? (ctx.conformance.scaledClock.tolerance.lateRealMs + requested[1].halfWidthMs) / clock.factor : 0);
+      const due = `an instant ${ctx.rules.leadExpirySeconds} s after createdAt, or up to ${Math.round(slackMs / 1000)} s later`;
+      const expiredWhenDue = (createdAt: unknown, expiredAt: unknown) => {
+        const late = instant(expiredAt) - instant(createdAt) - lifetimeMs;
+        return late >= -1000 && late <= slackMs ? due : expiredAt;
       };
       // Leads of the suite's own first request (the final leads are left out below); another lead of the business expiring now was made before the
       // run (by `certify api` against the same store, say) and is no concern of this check.
@@ -1573,8 +1614,14 @@ export const serverChecks: ServerCheck[] = [
         .map((d) => envelopeOf(d).data)
         .filter((data) => data.businessID === ctx.options.businessId && !Object.values(finalLeads).includes(data.leadID as string))
         .filter((data) => ours.has(data.leadID) || !before(data.createdAt))
-        .map(({ leadID, businessID, previousStatus, createdAt }) => ({ leadID, businessID, previousStatus, createdAt: createdDuringRequest(createdAt) }));
-      const expected = [{ leadID: expiring.leadID, businessID: ctx.options.businessId, previousStatus: "responded", createdAt: window }];
+        .map(({ leadID, businessID, previousStatus, createdAt, expiredAt }) => ({
+          leadID,
+          businessID,
+          previousStatus,
+          createdAt: createdDuringRequest(createdAt),
+          expiredAt: expiredWhenDue(createdAt, expiredAt),
+        }));
+      const expected = [{ leadID: expiring.leadID, businessID: ctx.options.businessId, previousStatus: "responded", createdAt: window, expiredAt: due }];
       expectEqual(actual, expected, "lead.expired does not describe the lead that was created");
     },
   }),
@@ -1584,14 +1631,39 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "delivery-is-json-post",
     section: "§6, D1",
-    title: "Every delivery of the run is a POST with Content-Type application/json.",
+    title: "Every delivery of the run is a POST with Content-Type application/json, in UTF-8 if it names a charset.",
     scenario: "every delivery the suite's receiver saw",
     async run(ctx) {
       await basics(ctx);
       const seen = ctx.receiver.deliveries.map((d) => `${d.method} ${d.headers["content-type"] ?? "(none)"}`);
       const wanted = `${ctx.rules.method} ${ctx.rules.contentType}`;
-      const wrong = [...new Set(seen.filter((s) => s.split(";")[0] !== wanted))];
-      expectEqual(wrong, [], "a delivery used another method or content type");
+      const charsets = (s: string) => s.split(";").slice(1).map((p) => p.trim().toLowerCase().replace(/"/g, "")).filter((p) => p.startsWith("charset="));
+      const wrong = [...new Set(seen.filter((s) => s.split(";")[0]!.trim() !== wanted || charsets(s).some((c) => c !== "charset=utf-8")))];
+      expectEqual(wrong, [], "a delivery used another method or content type, or named a charset other than UTF-8 (D1, D29: JSON has one encoding)");
+    },
+  }),
+  defineCheck({
+    id: "delivery-goes-to-the-registered-url",
+    section: "§6, D28",
+    title: "Every delivery of the run is made to the URL its webhook registered, path and query as registered: nothing added, nothing changed.",
+    scenario: "every delivery the suite's receiver saw",
+    async run(ctx) {
+      await basics(ctx);
+      const wrong = ctx.receiver.deliveries
+        .map((d) => ({ registered: new URL(ctx.receiver.url(d.endpoint)).pathname, requested: d.target }))
+        .filter(({ registered, requested }) => registered !== requested);
+      expectEqual([...new Map(wrong.map((w) => [w.requested, w])).values()], [], "a delivery was made to another request-target than the registered URL's");
+    },
+  }),
+  defineCheck({
+    id: "delivery-asks-no-100-continue",
+    section: "§6, D52",
+    title: "No delivery of the run sends Expect: 100-continue: the receiver answers each with its final response alone.",
+    scenario: "every delivery the suite's receiver saw",
+    async run(ctx) {
+      await basics(ctx);
+      const expecting = [...new Set(ctx.receiver.deliveries.map((d) => d.headers.expect).filter((v): v is string => v !== undefined))];
+      expectEqual(expecting, [], "a delivery sent an Expect header (D52: a delivery never asks for 100 Continue, which many receivers' stacks do not send and undici refuses)");
     },
   }),
   defineCheck({

@@ -6,7 +6,7 @@ import type { CapturedMail } from "../harness/smtp-sink.js";
 export interface DisableMailSeen {
   /** The envelope's recipients (RCPT TO), Bcc included. */
   to: string[];
-  /** The recipients the message shows (its To and Cc headers), lower case. */
+  /** The recipients the message shows (its To, Cc and, sent as a header, Bcc), lower case. */
   shownTo: string[];
   subject: string;
   /** Header names in lower case; the last value of a repeated one. */
@@ -19,7 +19,7 @@ export async function decodeMail(mail: CapturedMail): Promise<DisableMailSeen> {
   const parsed = await PostalMime.parse(mail.raw);
   return {
     to: mail.to,
-    shownTo: [...(parsed.to ?? []), ...(parsed.cc ?? [])].flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => (a.address ?? "").toLowerCase()),
+    shownTo: [...(parsed.to ?? []), ...(parsed.cc ?? []), ...(parsed.bcc ?? [])].flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => (a.address ?? "").toLowerCase()),
     subject: parsed.subject ?? "",
     headers: Object.fromEntries(parsed.headers.map((h) => [h.key, h.value])),
     text: parsed.text ?? "",
