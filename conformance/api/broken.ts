@@ -56,6 +56,7 @@ export const brokenApis = [
   { id: "requires-scope-parameter", description: "A token request without scope gets 400 invalid_scope (D11: every scope the client may have)." },
   { id: "basic-refuses-same-client-id", description: "HTTP Basic with a client_id parameter naming the same client gets 400 invalid_request (D31: allowed)." },
   { id: "basic-ignores-other-client-id", description: "HTTP Basic with a client_id parameter naming another client gets a token for the Basic client (D31: 400 invalid_request)." },
+  { id: "names-the-first-error-only", description: "A 422's errors names only the first failing member, where D13 wants every one." },
   { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
 ] as const satisfies readonly BrokenApi[];
 
@@ -380,6 +381,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     };
     const registering = req.method === register.method && path === register.path;
     const creating = req.method === create.method && path === create.path;
+    if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
     if (id === "quotes-the-secret-in-problems" && registering && answer.status >= 400 && typeof sent.secret === "string") {
       rewrite((p) => (p.detail = `${String(p.detail)} (secret "${String(sent.secret)}")`));

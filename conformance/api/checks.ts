@@ -878,7 +878,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const invalid = problemStatus("validation-failed");
     if (declared(invalid)) {
       checks.push(
-        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body gets a ${invalid} problem whose errors[].pointer names the faulty member.`, `sends every one-fault variant of the example body to ${request} (missing member, wrong type, pattern, length, format, enum, item count, duplicate)`, async (ctx) => {
+        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body gets a ${invalid} problem whose errors[].pointer names the faulty member, and one with two members missing names both.`, `sends every one-fault variant of the example body to ${request} (missing member, wrong type, pattern, length, format, enum, item count, duplicate), then the example body without two required members`, async (ctx) => {
           const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => !v.pointer.startsWith("/query/"));
           const token = await fullToken(ctx);
           for (const variant of variants) {
@@ -887,7 +887,18 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             const problem = jsonOf(response);
             expectThat(namesPointer(problem, variant.pointer), `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
           }
-          return `${variants.length} invalid bodies`;
+          // Two faults at once: errors names every failing member (D13), not the first found.
+          const body = example().input.body as Json;
+          const missing = ((flatten(op.body!.schema, ctx.contract.resolve).required ?? []) as string[]).filter((name) => name in body).slice(0, 2);
+          if (missing.length === 2) {
+            const twoFaults = { query: example().input.query, body: Object.fromEntries(Object.entries(body).filter(([name]) => !missing.includes(name))) };
+            const what = `the example body without ${missing.join(" and ")}`;
+            const response = await send(ctx, op, twoFaults, token);
+            expectAnswer(ctx, op, response, [invalid], what);
+            const unnamed = missing.filter((name) => !namesPointer(jsonOf(response), `/${name}`));
+            expectEqual(unnamed, [], `${what}: errors[] does not name every failing member (D13)`);
+          }
+          return `${variants.length + (missing.length === 2 ? 1 : 0)} invalid bodies`;
         }),
       );
     }
