@@ -683,8 +683,10 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
           const token = await fullToken(ctx);
           const created = await send(ctx, op, example().input, token);
           expectAnswer(ctx, op, created, [201], "the success example");
-          const location = new URL(String(created.headers.location), "http://base.invalid").pathname;
-          const at = location.slice(location.lastIndexOf(op.path));
+          const location = new URL(String(created.headers.location ?? ""), "http://base.invalid").pathname;
+          const under = location.lastIndexOf(`${op.path}/`);
+          expectThat(under >= 0, "the 201's Location is not a URI under the operation's path (D35)", `…${op.path}/<id>`, created.headers.location ?? "(none)");
+          const at = location.slice(under);
           const read = (path: string) => ctx.call({ ...op, method: "GET", path, query: [] }, { token });
           const resource = await read(at);
           expectThat(resource.status === notFound, `GET ${at}: a created resource can be read, which no operation of this version does (D35)`, notFound, seen(resource));
