@@ -75,6 +75,11 @@ export const legalApis = [
       "A rate limit of the deployment (D18) on failures only: more than 100 failed token requests from one address without a second's pause get 429 with Retry-After: 1; successful ones are never limited. D30's budget per address cannot be seen under it.",
   },
   {
+    id: "answers-in-its-own-form",
+    description:
+      "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, and a 403 Bearer challenge without its error attribute (D13, D16).",
+  },
+  {
     id: "behind-one-address",
     description: "A proxy in front, as Docker's published ports are: the implementation sees every request come from one address, so D30's budget per address counts the suite's requests from all its addresses together.",
   },
@@ -381,6 +386,18 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     };
     const registering = req.method === register.method && path === register.path;
     const creating = req.method === create.method && path === create.path;
+    if (id === "answers-in-its-own-form" && answer.status === 201) {
+      rewrite((r) => {
+        if (Array.isArray(r.events)) r.events.reverse();
+        if (r.customer && typeof r.customer === "object") r.customer.loyaltyTier = "gold";
+        const own = { partnerID: "7", ...r };
+        for (const key of Object.keys(r)) delete r[key];
+        Object.assign(r, own);
+      });
+    }
+    if (id === "answers-in-its-own-form" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
+      answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/error="insufficient_scope", /, "");
+    }
     if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
     if (id === "quotes-the-secret-in-problems" && registering && answer.status >= 400 && typeof sent.secret === "string") {

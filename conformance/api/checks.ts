@@ -116,6 +116,18 @@ const answerRules: Record<string, (answer: Json) => [string, unknown, unknown] |
   },
 };
 
+/**
+ * Whether an answer's value holds what was sent: the same scalar, every member sent (an answer may have
+ * more, D16), and the items of an array in any order (a set such as `events` may come back in another).
+ */
+function holds(got: unknown, sent: unknown): boolean {
+  if (Array.isArray(sent)) return Array.isArray(got) && got.length === sent.length && sent.every((item) => got.some((g) => holds(g, item)));
+  if (sent !== null && typeof sent === "object") {
+    return got !== null && typeof got === "object" && !Array.isArray(got) && Object.entries(sent).every(([name, value]) => holds((got as Json)[name], value));
+  }
+  return isDeepStrictEqual(got, sent);
+}
+
 /** The ids of the resources each run created, per operation: no two the same. */
 const createdIds = new WeakMap<ApiContext, Map<string, Set<string>>>();
 
@@ -132,14 +144,17 @@ function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, 
   if (response.status !== 201 || !input.body || typeof input.body !== "object") return;
   // As the implementation read it (generated values may be objects without a prototype).
   const sent = JSON.parse(JSON.stringify(input.body)) as Json;
-  const differing = Object.keys(sent).filter((name) => name in answer && !isDeepStrictEqual(sent[name], answer[name]));
+  const differing = Object.keys(sent).filter((name) => name in answer && !holds(answer[name], sent[name]));
   expectEqual(
     Object.fromEntries(differing.map((name) => [name, answer[name]])),
     Object.fromEntries(differing.map((name) => [name, sent[name]])),
     `${what}: the created resource does not hold what was sent (D17)`,
   );
-  const id = Object.entries(answer).find(([name, value]) => name.endsWith("ID") && typeof value === "string" && !(name in sent))?.[1] as string | undefined;
-  if (id === undefined) return;
+  // The new resource's id: the member the spec's example answer has for it (an …ID the request lacks).
+  const example = successExample(op);
+  const idMember = Object.keys((example.response ?? {}) as Json).find((name) => name.endsWith("ID") && !(name in ((example.body ?? {}) as Json)));
+  const id = idMember === undefined ? undefined : answer[idMember];
+  if (typeof id !== "string") return;
   const location = response.headers.location;
   if (typeof location === "string") {
     const path = new URL(location, "http://base.invalid").pathname;
@@ -773,7 +788,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       check(
         "requires-scope",
         "D12",
-        `A valid token without ${op.scopes.join(" ")} gets a ${forbidden} insufficient-scope problem with RFC 6750's challenge naming it (Bearer error="insufficient_scope"), however many other scopes it has.`,
+        `A valid token without ${op.scopes.join(" ")} gets a ${forbidden} insufficient-scope problem with an RFC 6750 Bearer challenge naming it (its error, if given, insufficient_scope), however many other scopes it has.`,
         `sends the success example to ${request} with a token of only ${otherScopes[0]}${otherScopes.length > 1 ? `, then with one of every scope but ${op.scopes.join(" ")}` : ""}`,
         async (ctx) => {
           for (const scopes of tokens) {
@@ -783,8 +798,11 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             const type = jsonOf(response).type as unknown;
             expectThat(type === contract.problem("insufficient-scope").type, `${what}: the problem type is not insufficient-scope`, contract.problem("insufficient-scope").type, type);
             const challenge = String(response.headers["www-authenticate"] ?? "");
-            const rfc6750 = /^Bearer\b/i.test(challenge) && /\berror="insufficient_scope"/.test(challenge);
-            expectThat(rfc6750, `${what}: the WWW-Authenticate challenge is not RFC 6750's for a missing scope`, 'Bearer error="insufficient_scope", scope="…"', challenge || "(none)");
+            // RFC 6750 §3: a Bearer challenge; its error attribute SHOULD be there, and if it is, it says insufficient_scope
+            // (a token or a quoted string, names in any case, RFC 9110 §11.2).
+            const error = /(?:^|[\s,])error\s*=\s*"?([^",\s]*)/i.exec(challenge)?.[1];
+            const rfc6750 = /(?:^|,)\s*Bearer(?:\s|,|$)/i.test(challenge) && (error === undefined || error === "insufficient_scope");
+            expectThat(rfc6750, `${what}: the WWW-Authenticate challenge is not RFC 6750's Bearer challenge for a missing scope (D13)`, 'Bearer error="insufficient_scope", scope="…"', challenge || "(none)");
             const unnamed = op.scopes.filter((s) => !challenge.includes(s));
             expectThat(unnamed.length === 0, `${what}: the WWW-Authenticate challenge does not name the required scope`, op.scopes, challenge || "(none)");
           }

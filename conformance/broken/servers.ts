@@ -14,6 +14,7 @@ import { defaultParts, type Outcome, type PartsOverride, type SendResult } from 
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
+import { sharedEventExample } from "../../src/spec.js";
 import { faultyRecorder } from "./recorder.js";
 
 export interface BrokenServer {
@@ -489,7 +490,7 @@ export const brokenServers: BrokenServer[] = [
   {
     id: "lead-created-with-example-phone",
     parts: envelopeBody((e) =>
-      e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: "+12125550100" } } } : e,
+      e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: (sharedEventExample("lead.created").data as { customer: { phone: string } }).customer.phone } } } : e,
     ),
   },
   { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },

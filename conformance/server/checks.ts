@@ -52,6 +52,14 @@ interface ClockSample {
   halfWidthMs: number;
 }
 
+/**
+ * From the start of the second of `from` to the end of the second of `to`: what happened between two
+ * readings, where either reading or an implementation's timestamp may have dropped its fraction (D14).
+ */
+function wholeSecondsAround(from: ClockSample, to: ClockSample): [number, number] {
+  return [Math.floor(from.clockMs / 1000) * 1000, Math.floor(to.clockMs / 1000) * 1000 + 999];
+}
+
 async function clockSample(ctx: ServerContext): Promise<ClockSample> {
   const sent = performance.now();
   const clockMs = await clockNow(ctx);
@@ -96,7 +104,8 @@ interface BasicsRun {
 type FinalStatus = "hired" | "declined" | "cancelled";
 type FinalLeads = Partial<Record<FinalStatus, string>>;
 
-const customer = { name: "Conformance Customer", email: "customer@example.com", phone: "+12125550143" };
+// A phone no example has: lead.created must carry this customer's, not an example's.
+const customer = { name: "Conformance Customer", email: "customer@example.com", phone: "+12125550199" };
 
 async function createRequest(ctx: ServerContext): Promise<LeadRef[]> {
   const { categoryId, zip } = ctx.options;
@@ -1073,8 +1082,7 @@ export const serverChecks: ServerCheck[] = [
       const stamps = bookings.map((d) => envelopeOf(d).timestamp);
       const ok = (s: string) => UTC_TIMESTAMP.test(s) && !Number.isNaN(Date.parse(s));
       expectThat(stamps.length > 0 && stamps.every(ok), "a timestamp is not ISO 8601 UTC", "YYYY-MM-DDTHH:MM:SS[.fff]Z", stamps);
-      // From the start of the second the clock read before (a timestamp may drop the fraction, D14).
-      const within = ([from, to]: [ClockSample, ClockSample]) => [new Date(Math.floor(from.clockMs / 1000) * 1000).toISOString(), new Date(to.clockMs).toISOString()];
+      const within = ([from, to]: [ClockSample, ClockSample]) => wholeSecondsAround(from, to).map((ms) => new Date(ms).toISOString());
       const off = [...bookings.map((d) => [d, triggered] as const), ...leadCreated.map((d) => [d, requested] as const)]
         .map(([d, window]) => ({ event: envelopeOf(d).event, timestamp: envelopeOf(d).timestamp, within: within(window) }))
         .filter(({ timestamp, within: [from, to] }) => !(Date.parse(timestamp) >= Date.parse(from!) && Date.parse(timestamp) <= Date.parse(to!)));
@@ -1590,8 +1598,8 @@ export const serverChecks: ServerCheck[] = [
       const { requested, requestLeads } = await basics(ctx);
       expectThat(expiring !== undefined, "no lead to expire", "a lead.created", "none");
       // createdAt is when the lead was created: an instant within the service request that created it, on
-      // the implementation's clock (from its second's start: a timestamp may drop the fraction, D14).
-      const [from, to] = [Math.floor(requested[0].clockMs / 1000) * 1000, requested[1].clockMs];
+      // the implementation's clock (whole seconds: a timestamp or a reading may drop the fraction, D14).
+      const [from, to] = wholeSecondsAround(requested[0], requested[1]);
       const window = `an instant from ${new Date(from).toISOString()} to ${new Date(to).toISOString()} (the service request that created the lead)`;
       const instant = (t: unknown) => (typeof t === "string" && UTC_TIMESTAMP.test(t) ? Date.parse(t) : NaN);
       const createdDuringRequest = (t: unknown) => (instant(t) >= from && instant(t) <= to ? window : t);

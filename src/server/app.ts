@@ -60,23 +60,39 @@ const STORE_RETRY_AFTER_SECONDS = 5;
 export const OUTAGE_LOG_PERIOD_MS = 10_000;
 
 /**
- * The error line of a request the database failed: the first with its stack, then one per period that
- * counts the 503s answered since the line before. Under load an outage failed every request, and a line
- * with its stack for each buried the log (each request's own line, at `info`, still shows its 503).
+ * The error lines of requests the database failed: the first of an outage with its stack, then, at the
+ * end of each period in which more failed, one that counts them; a period with none ends the outage.
+ * Under load an outage failed every request, and a line with its stack for each buried the log (each
+ * request's own line, at `info`, still shows its 503).
  */
 function outageLog(periodMs: number) {
-  let loggedAt = -Infinity;
+  let timer: NodeJS.Timeout | undefined;
   let unlogged = 0;
-  return (log: Logger, error: Error) => {
-    const now = Date.now();
-    if (now - loggedAt < periodMs) {
-      unlogged++;
-      return;
-    }
-    if (unlogged === 0) log.error({ err: error }, "the database is unavailable");
-    else log.error({ err: error, answered503: unlogged }, `the database is unavailable (${unlogged} more requests answered 503 since the last such line)`);
-    loggedAt = now;
+  let last: { log: Logger; error: Error } | undefined;
+  const endPeriod = () => {
+    timer = undefined;
+    if (unlogged === 0 || !last) return;
+    last.log.error({ err: last.error, answered503: unlogged }, `the database is still unavailable: ${unlogged} more requests answered 503 in the last ${periodMs / 1000} s`);
     unlogged = 0;
+    timer = setTimeout(endPeriod, periodMs).unref();
+  };
+  return {
+    failed(log: Logger, error: Error) {
+      last = { log, error };
+      if (timer) {
+        unlogged++;
+        return;
+      }
+      log.error({ err: error }, "the database is unavailable");
+      timer = setTimeout(endPeriod, periodMs).unref();
+    },
+    /** Writes what is counted and not yet logged (the server is closing). */
+    flush() {
+      clearTimeout(timer);
+      endPeriod();
+      clearTimeout(timer);
+      timer = undefined;
+    },
   };
 }
 
@@ -289,7 +305,7 @@ export function createApp(options: AppOptions): FastifyInstance {
   const { db, clock, engine } = options;
   const timeouts = { ...defaultTimeouts, ...options.timeouts };
   const requestLines = new RequestLines();
-  const logOutage = outageLog(OUTAGE_LOG_PERIOD_MS);
+  const outages = outageLog(OUTAGE_LOG_PERIOD_MS);
   const app = Fastify({
     bodyLimit: bodyLimitBytes,
     loggerInstance: options.logger,
@@ -367,10 +383,12 @@ export function createApp(options: AppOptions): FastifyInstance {
     const text = utf8Body(req, body as Buffer);
     done(null, text instanceof ProblemError ? new FormInput(undefined, text.detail) : new FormInput(new URLSearchParams(text)));
   });
+  // The 503s counted since the last outage line are written before the log closes.
+  app.addHook("onClose", async () => outages.flush());
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
     if (storeUnavailable(error)) {
       // Not the request's fault and not for good: the client is told when to try again (D33).
-      logOutage(req.log, error);
+      outages.failed(req.log, error);
       return reply
         .code(503)
         .headers({ "retry-after": String(STORE_RETRY_AFTER_SECONDS) })
