@@ -40,11 +40,20 @@ function expectAnswer(ctx: ApiContext, op: Operation, response: ResponseSeen, st
   );
   const location = response.headers.location;
   if (response.status === 201 && typeof location === "string") {
-    // D35: the created resource's URI, ending in the id its body gives (a top-level `…ID` member).
-    const ids = Object.entries(jsonOf(response)).filter(([k, v]) => k.endsWith("ID") && typeof v === "string").map(([, v]) => v as string);
-    const last = decodeURIComponent(new URL(location, "http://base.invalid").pathname.split("/").pop() ?? "");
-    expectThat(ids.includes(last), `${what}: Location does not end in the created resource's id (D35)`, ids.map((id) => `…/${id}`), location);
+    // D35: the created resource's URI, the operation's path and the id its body gives.
+    const id = createdIdOf(op, jsonOf(response));
+    const expected = id === undefined ? undefined : `${op.path}/${encodeURIComponent(id)}`;
+    const path = new URL(location, "http://base.invalid").pathname;
+    expectThat(expected !== undefined && path.endsWith(expected), `${what}: Location is not the created resource's URI, the operation's path and its id (D35)`, `…${expected ?? `${op.path}/<id>`}`, location);
   }
+}
+
+/** A created resource's id: the `…ID` member that the spec's example answer has and its request has not. */
+function createdIdOf(op: Operation, answer: Json): string | undefined {
+  const example = successExample(op);
+  const member = Object.keys((example.response ?? {}) as Json).find((name) => name.endsWith("ID") && !(name in ((example.body ?? {}) as Json)));
+  const id = member === undefined ? undefined : answer[member];
+  return typeof id === "string" ? id : undefined;
 }
 
 const jsonOf = (response: ResponseSeen): Json => {
@@ -128,13 +137,12 @@ function holds(got: unknown, sent: unknown): boolean {
   return isDeepStrictEqual(got, sent);
 }
 
-/** The ids of the resources each run created, per operation: no two the same. */
-const createdIds = new WeakMap<ApiContext, Map<string, Set<string>>>();
+/** The resources each run created, as "operationId id": no two of an operation with the same id. */
+const createdIds = new WeakMap<ApiContext, Set<string>>();
 
 /**
  * A successful answer says what was asked for (D17): the rules above; and a created resource holds every
- * member sent that it has, as sent, its new id is one no other resource of the run has, and `Location`
- * is the operation's path and that id (D35).
+ * member sent that it has, as sent, and its new id is one no other resource of the run has.
  */
 function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, response: ResponseSeen, what: string): void {
   if (response.status < 200 || response.status > 299) return;
@@ -150,23 +158,14 @@ function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, 
     Object.fromEntries(differing.map((name) => [name, sent[name]])),
     `${what}: the created resource does not hold what was sent (D17)`,
   );
-  // The new resource's id: the member the spec's example answer has for it (an …ID the request lacks).
-  const example = successExample(op);
-  const idMember = Object.keys((example.response ?? {}) as Json).find((name) => name.endsWith("ID") && !(name in ((example.body ?? {}) as Json)));
-  const id = idMember === undefined ? undefined : answer[idMember];
-  if (typeof id !== "string") return;
-  const location = response.headers.location;
-  if (typeof location === "string") {
-    const path = new URL(location, "http://base.invalid").pathname;
-    const expected = `${op.path}/${encodeURIComponent(id)}`;
-    expectThat(path.endsWith(expected), `${what}: Location is not the created resource's URI, the operation's path and its id (D35)`, `…${expected}`, location);
-  }
-  const runs = createdIds.get(ctx) ?? new Map<string, Set<string>>();
-  createdIds.set(ctx, runs);
-  const ids = runs.get(op.operationId) ?? new Set<string>();
-  runs.set(op.operationId, ids);
-  expectThat(!ids.has(id), `${what}: the created resource has the id of one created before in this run (each resource its own, D14)`, "a new id", id);
-  ids.add(id);
+  // Its Location is expectAnswer's to check (D35).
+  const id = createdIdOf(op, answer);
+  if (id === undefined) return;
+  const created = createdIds.get(ctx) ?? new Set<string>();
+  createdIds.set(ctx, created);
+  const key = `${op.operationId} ${id}`;
+  expectThat(!created.has(key), `${what}: the created resource has the id of one created before in this run (each resource its own, D14)`, "a new id", id);
+  created.add(key);
 }
 
 const fullToken = (ctx: ApiContext) => ctx.token(ctx.contract.scopes);
@@ -264,11 +263,11 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     what: string,
     code: string,
     make: (ctx: ApiContext) => Record<string, string>,
-    headers: (ctx: ApiContext) => Record<string, string> = () => ({}),
+    { headers = () => ({}), decision = "D11" }: { headers?: (ctx: ApiContext) => Record<string, string>; decision?: string } = {},
   ) =>
     defineCheck<ApiContext>({
       id,
-      section: id.includes("basic") ? `${op.section}, D31` : section,
+      section: `${op.section}, ${decision}`,
       title,
       scenario,
       async run(ctx) {
@@ -389,7 +388,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       "Basic with another client_id",
       "invalid_request",
       (ctx) => ({ grant_type: "client_credentials", client_id: `${ctx.options.clientId}-other` }),
-      (ctx) => ({ authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) }),
+      { headers: (ctx) => ({ authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) }), decision: "D31" },
     ),
     refusal(
       "token-rejects-malformed-basic",
@@ -398,7 +397,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       "malformed Basic",
       "invalid_request",
       () => ({ grant_type: "client_credentials" }),
-      () => ({ authorization: "Basic !not-base64!" }),
+      { headers: () => ({ authorization: "Basic !not-base64!" }), decision: "D31" },
     ),
     defineCheck<ApiContext>({
       id: "token-rejects-repeated-parameters",
@@ -698,10 +697,9 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
           const token = await fullToken(ctx);
           const created = await send(ctx, op, example().input, token);
           expectAnswer(ctx, op, created, [201], "the success example");
-          const location = new URL(String(created.headers.location ?? ""), "http://base.invalid").pathname;
-          const under = location.lastIndexOf(`${op.path}/`);
-          expectThat(under >= 0, "the 201's Location is not a URI under the operation's path (D35)", `…${op.path}/<id>`, created.headers.location ?? "(none)");
-          const at = location.slice(under);
+          // expectAnswer made sure that Location is the operation's path and the id (D35).
+          const location = new URL(String(created.headers.location), "http://base.invalid").pathname;
+          const at = location.slice(location.lastIndexOf(`${op.path}/`));
           const read = (path: string) => ctx.call({ ...op, method: "GET", path, query: [] }, { token });
           const resource = await read(at);
           expectThat(resource.status === notFound, `GET ${at}: a created resource can be read, which no operation of this version does (D35)`, notFound, seen(resource));

@@ -107,6 +107,11 @@ export function handWrittenReceiver(
   };
 }
 
+/** Falls back to the signature of the parsed body written again in `form` when the raw bytes' does not match. */
+function verifiesRawOr(secret: string, form: keyof typeof reserializations): Handler {
+  const write = reserializations[form]!;
+  return receiver(secret, (body, signature, correct) => (signature === hmac(write(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct()));
+}
 
 /** Verifies correctly, then refuses with `status` an authentic delivery that `refuses` picks. */
 function refusesAuthentic(secret: string, status: number, refuses: (envelope: ReturnType<typeof envelopeOf>) => boolean): Handler {
@@ -166,11 +171,7 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "acknowledges-old-events-unverified": (secret) =>
     receiver(secret, (body, _signature, correct) => (Date.now() - Date.parse(envelopeOf(body).timestamp ?? "") > 24 * 3600_000 ? 204 : correct())),
   // Falls back to the signature of Python's json.dumps form of the parsed body when the raw bytes' does not match.
-  "verifies-raw-or-python-dumps": (secret) =>
-    receiver(secret, (body, signature, correct) => {
-      const dumps = reserializations["spaced (Python's json.dumps)"]!;
-      return signature === hmac(dumps(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct();
-    }),
+  "verifies-raw-or-python-dumps": (secret) => verifiesRawOr(secret, "spaced (Python's json.dumps)"),
   "compares-first-half": (secret) =>
     receiver(secret, (body, signature) => (signature?.length === 64 && signature.slice(0, 32) === hmac(body, secret).slice(0, 32) ? 204 : 401)),
   "rejects-duplicates": (secret) => answersSeenIds(secret, 409),
@@ -249,16 +250,8 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   // Keys the HMAC with the secret's Latin-1 bytes (one byte a character), not its UTF-8 bytes.
   "keys-hmac-with-latin-1-secret": (secret) =>
     receiver(secret, (body, signature) => (signature === createHmac("sha256", Buffer.from(secret, "latin1")).update(body).digest("hex") ? 204 : 401)),
-  "verifies-raw-or-sorted-python-dumps": (secret) =>
-    receiver(secret, (body, signature, correct) => {
-      const dumps = reserializations["spaced, keys sorted (json.dumps with sort_keys)"]!;
-      return signature === hmac(dumps(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct();
-    }),
-  "verifies-raw-or-indented-python-dumps": (secret) =>
-    receiver(secret, (body, signature, correct) => {
-      const dumps = reserializations["indented by 4 (json.dumps with indent=4)"]!;
-      return signature === hmac(dumps(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct();
-    }),
+  "verifies-raw-or-sorted-python-dumps": (secret) => verifiesRawOr(secret, "spaced, keys sorted (json.dumps with sort_keys)"),
+  "verifies-raw-or-indented-python-dumps": (secret) => verifiesRawOr(secret, "indented by 4 (json.dumps with indent=4)"),
   "refuses-after-reading-1-kib": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { readsBeforeRefusing: 1024 }),
   "refuses-malformed-before-reading-body": (secret) =>
     handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { refusesMalformedBeforeBody: true }),

@@ -69,12 +69,15 @@ function outageLog(periodMs: number) {
   let timer: NodeJS.Timeout | undefined;
   let unlogged = 0;
   let last: { log: Logger; error: Error } | undefined;
-  const endPeriod = () => {
-    timer = undefined;
-    if (unlogged === 0 || !last) return;
+  /** Writes the count of the 503s not yet logged; whether there were any. */
+  const writeCount = () => {
+    if (unlogged === 0 || !last) return false;
     last.log.error({ err: last.error, answered503: unlogged }, `the database is still unavailable: ${unlogged} more requests answered 503 in the last ${periodMs / 1000} s`);
     unlogged = 0;
-    timer = setTimeout(endPeriod, periodMs).unref();
+    return true;
+  };
+  const endPeriod = () => {
+    timer = writeCount() ? setTimeout(endPeriod, periodMs).unref() : undefined;
   };
   return {
     failed(log: Logger, error: Error) {
@@ -89,9 +92,8 @@ function outageLog(periodMs: number) {
     /** Writes what is counted and not yet logged (the server is closing). */
     flush() {
       clearTimeout(timer);
-      endPeriod();
-      clearTimeout(timer);
       timer = undefined;
+      writeCount();
     },
   };
 }
