@@ -22,6 +22,12 @@ export interface RecorderFaults {
   forgetsCountWhenIdle?: boolean;
   /** Failures of this kind set the count back to 0, as a success would (they are still retried). */
   resetsOn?: (o: Outcome) => boolean;
+  /** Failures of this kind disable the webhook at once (as if the count had reached the threshold). */
+  disablesOn?: (o: Outcome) => boolean;
+  /** A success resets the count of every webhook of its business, not only its own. */
+  resetsBusinessOnSuccess?: boolean;
+  /** A success recorded for a disabled webhook (an attempt under way when it was disabled) enables it again. */
+  reenablesOnSuccess?: boolean;
 }
 
 export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): DeliveryParts["record"] {
@@ -45,9 +51,15 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       );
       const w = webhooks[0]!;
       const enabled = w.status === "enabled";
+      if (!enabled && o.ok && faults.reenablesOnSuccess) {
+        await tx.query("UPDATE webhooks SET status = 'enabled', consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+        return "succeeded";
+      }
       if (!enabled && !faults.keepsDeliveringAfterDisable) return o.ok ? "succeeded" : "failed";
       if (o.ok) {
-        if (!faults.noReset) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+        if (faults.resetsBusinessOnSuccess) {
+          await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE business_id = (SELECT business_id FROM webhooks WHERE id = $1)", [a.webhook_id]);
+        } else if (!faults.noReset) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
         byName.delete(a.webhook_id);
         return "succeeded";
       }
@@ -76,7 +88,7 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
               a.attempt + 1,
               o.retryAt,
             ]);
-      if (enabled && counter >= rules.disableAfterConsecutiveFailures) {
+      if (enabled && (counter >= rules.disableAfterConsecutiveFailures || faults.disablesOn?.(o))) {
         await tx.query("UPDATE webhooks SET status = 'disabled' WHERE id = $1", [a.webhook_id]);
         if (faults.keepsDeliveringAfterDisable) await retry();
         else if (faults.cancelsOnlyFailingEvent) {

@@ -16,6 +16,7 @@ import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
 import { sharedEventExample } from "../../src/spec.js";
 import { faultyRecorder } from "./recorder.js";
+import { loadConfig } from "../../src/server/index.js";
 
 export interface BrokenServer {
   id: string;
@@ -72,6 +73,43 @@ const queuesFor =
       return rows.map((r) => r.n);
     },
   });
+
+/** The contact address of the reference configuration's first or second client. */
+const contactOf = (i: 0 | 1) => loadConfig().clients[i]!.contactEmail;
+
+/** Takes a failed answer's Retry-After (delta-seconds, on its clock) for the wait before its retry, instead of the schedule's. */
+const honoursRetryAfter: PartsOverride = (base, ctx) => {
+  // The bytes an attempt sends are its own Buffer from signing to sending: they name the attempt.
+  const attemptOf = new WeakMap<object, string>();
+  const retryAfter = new Map<string, number>();
+  const dispatcher = ctx.dispatcher.compose((dispatch) => (opts, handler) => {
+    const id = typeof opts.body === "object" && opts.body !== null ? attemptOf.get(opts.body) : undefined;
+    return dispatch(opts, {
+      onRequestStart: (c, context) => handler.onRequestStart?.(c, context),
+      onResponseStart(c, status, headers, message) {
+        const seconds = Number(headers["retry-after"] ?? NaN);
+        if (id !== undefined && Number.isInteger(seconds)) retryAfter.set(id, seconds);
+        handler.onResponseStart?.(c, status, headers, message);
+      },
+      onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
+      onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
+      onResponseError: (c, error) => handler.onResponseError?.(c, error),
+    });
+  });
+  return {
+    async sign(a) {
+      const signed = await base.sign(a);
+      attemptOf.set(signed.body, a.id);
+      return signed;
+    },
+    send: defaultParts({ ...ctx, dispatcher }).send,
+    record(batch) {
+      const waits = batch.map((o) => retryAfter.get(o.attemptId));
+      batch.forEach((o) => retryAfter.delete(o.attemptId));
+      return base.record(batch.map((o, i) => (waits[i] === undefined || o.retryAt === undefined ? o : { ...o, retryAt: o.endedAt + waits[i]! * 1000 })));
+    },
+  };
+};
 
 /** The address check D22 had before it became an allowlist: seven IPv4 and four IPv6 ranges (loopback allowed, as while certifying). */
 function oldDenylist(url: string): string | undefined {
@@ -164,6 +202,9 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  // The secret taken as text to tidy: trimmed (a form's or a model's whitespace stripping), or NFC-normalized.
+  { id: "keys-signatures-with-trimmed-secret", parts: (base) => ({ sign: (a) => base.sign({ ...a, secret: a.secret.trim() }) }) },
+  { id: "keys-signatures-with-nfc-secret", parts: (base) => ({ sign: (a) => base.sign({ ...a, secret: a.secret.normalize("NFC") }) }) },
   { id: "signs-with-first-32-characters-of-secret", parts: (base) => ({ sign: (a) => base.sign({ ...a, secret: a.secret.slice(0, 32) }) }) },
   {
     id: "signs-with-another-webhooks-secret",
@@ -179,6 +220,23 @@ export const brokenServers: BrokenServer[] = [
     parts: (base) => ({
       sign: (a) => base.sign(a.attempt > 1 ? { ...a, body: JSON.stringify({ ...(JSON.parse(a.body) as object), id: newEventId() }) } : a),
     }),
+  },
+  // lead.* envelopes made for each webhook (a loop over the webhooks around the envelope), each with an
+  // id of its own, kept across retries.
+  {
+    id: "lead-event-id-per-webhook",
+    parts: (base) => {
+      const ids = new Map<string, string>();
+      return {
+        sign(a) {
+          const envelope = JSON.parse(a.body) as Envelope;
+          if (!envelope.event.startsWith("lead.")) return base.sign(a);
+          const key = `${envelope.id} ${a.webhookId}`;
+          if (!ids.has(key)) ids.set(key, newEventId());
+          return base.sign({ ...a, body: JSON.stringify({ ...envelope, id: ids.get(key) }) });
+        },
+      };
+    },
   },
   { id: "event-id-without-prefix", parts: envelopeBody((e) => ({ ...e, id: e.id.replace(/^evt_/, "") })) },
   { id: "one-id-for-every-event", parts: envelopeBody((e) => ({ ...e, id: (fixedId ??= e.id) })) },
@@ -206,6 +264,14 @@ export const brokenServers: BrokenServer[] = [
   // -- Filtering ---------------------------------------------------------------------------------
   { id: "ignores-events-filter", parts: queuesFor("w.status = 'enabled' AND w.business_id = e.business_id") },
   { id: "ignores-business-filter", parts: queuesFor("w.status = 'enabled' AND w.events::jsonb ? e.name") },
+  // One delivery per URL, however many webhooks registered it: one of them (the least id) gets it.
+  {
+    id: "one-delivery-per-url",
+    parts: queuesFor(
+      `w.status = 'enabled' AND w.business_id = e.business_id AND w.events::jsonb ? e.name AND NOT EXISTS (
+         SELECT 1 FROM webhooks o WHERE o.url = w.url AND o.id < w.id AND o.status = 'enabled' AND o.business_id = e.business_id AND o.events::jsonb ? e.name)`,
+    ),
+  },
   // lead.expired to every webhook of the lead's business, as if it were a notice every partner must get.
   { id: "sends-lead-expired-to-every-webhook", parts: queuesFor("w.status = 'enabled' AND w.business_id = e.business_id AND (w.events::jsonb ? e.name OR e.name = 'lead.expired')") },
   {
@@ -305,6 +371,18 @@ export const brokenServers: BrokenServer[] = [
   { id: "resets-count-on-4xx", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => o.status !== undefined && o.status >= 400 && o.status < 500 }) }) },
   { id: "resets-count-on-timeout", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: timedOut }) }) },
   { id: "resets-count-on-closed-connection", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => !o.ok && o.status === undefined && !timedOut(o) }) }) },
+  // An attempt under way when its webhook was disabled, answered 2xx after, enables it again.
+  { id: "success-re-enables-disabled-webhook", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { reenablesOnSuccess: true }) }) },
+  // A non-2xx taken for more than a failure: 410 Gone for "unsubscribed", another 4xx (but 408 and 429)
+  // for the receiver's final word, a Retry-After for the next retry's wait.
+  { id: "disables-on-410", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { disablesOn: (o) => o.status === 410 }) }) },
+  {
+    id: "drops-event-on-4xx",
+    parts: (base) => ({
+      record: (batch) => base.record(batch.map((o) => (o.status !== undefined && o.status >= 400 && o.status < 500 && o.status !== 408 && o.status !== 429 ? { ...o, retryAt: undefined } : o))),
+    }),
+  },
+  { id: "honours-retry-after", parts: (base, ctx) => honoursRetryAfter(base, ctx) },
   {
     // The count starts again when an event is queued for the webhook, not when an attempt succeeds.
     id: "reset-on-new-event",
@@ -336,6 +414,7 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  { id: "failure-count-per-business", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsBusinessOnSuccess: true }) }) },
   { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },
   { id: "failure-count-per-event-name", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEventName: true }) }) },
   { id: "forgets-failure-count-when-idle", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { forgetsCountWhenIdle: true }) }) },
@@ -465,6 +544,13 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  // Every notice to the first client's contact, whichever partner's webhook it is of.
+  { id: "emails-first-clients-contact", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: contactOf(0) }) }) },
+  // Every notice copied by Bcc, unseen, to the other client's contact.
+  {
+    id: "copies-the-other-partner-by-bcc",
+    parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { bcc: mail.to === contactOf(0) ? contactOf(1) : contactOf(0) })) }),
+  },
   // One Message-ID for every notice: a mail system takes the second disabling's for a repeat of the first.
   {
     id: "one-message-id-for-every-disabling",
@@ -486,12 +572,29 @@ export const brokenServers: BrokenServer[] = [
     id: "expired-at-creation",
     parts: (base) => ({ expireLeads: async (tx, now) => (await base.expireLeads(tx, now)).map((lead) => ({ ...lead, expiresAt: lead.createdAt })) }),
   },
+  // lead.expired's previousStatus always responded, whatever the lead's status was.
+  { id: "lead-expired-always-from-responded", parts: (base) => ({ expireLeads: async (tx, now) => (await base.expireLeads(tx, now)).map((lead) => ({ ...lead, previousStatus: "responded" })) }) },
   // lead.created with the example's phone number, not the customer's.
   {
     id: "lead-created-with-example-phone",
     parts: envelopeBody((e) =>
       e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: (sharedEventExample("lead.created").data as { customer: { phone: string } }).customer.phone } } } : e,
     ),
+  },
+  // A lead.updated moves a lead that is no longer open (a hired one back to responded: it then expires).
+  {
+    id: "reopens-final-leads",
+    parts: () => ({
+      updateLead: async (tx, lead) =>
+        void (await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status <> 'expired'", [lead.status, lead.id, lead.businessId])),
+    }),
+  },
+  // A lead.updated moves the lead it names whatever business the event is of.
+  {
+    id: "moves-another-business-lead",
+    parts: () => ({
+      updateLead: async (tx, lead) => void (await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND status IN ('new', 'responded')", [lead.status, lead.id])),
+    }),
   },
   { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },
   { id: "expires-declined-leads", parts: expiringStatuses(["new", "responded", "declined"]) },

@@ -31,6 +31,11 @@ export interface ServerSuiteOptions {
   secondClientSecret: string;
   /** A business of the second client, not of `clientId` (default 4713). */
   secondClientBusinessId?: string;
+  /**
+   * The contact address the implementation holds for the second client: with it, the suite disables a
+   * webhook of that client too, and checks that each partner's notice goes to that partner alone.
+   */
+  secondPartnerEmail?: string;
   categoryId?: string;
   zip?: string;
 }
@@ -52,7 +57,7 @@ export interface RegistrationAnswer {
 }
 
 export interface ServerContext {
-  options: Required<ServerSuiteOptions>;
+  options: Required<Omit<ServerSuiteOptions, "secondPartnerEmail">> & Pick<ServerSuiteOptions, "secondPartnerEmail">;
   api: PartnerClient;
   control: Control;
   clock: ClockDriver;
@@ -61,18 +66,20 @@ export interface ServerContext {
   rules: DeliveryRules;
   conformance: ConformanceRules;
   /**
-   * Registers a webhook for an endpoint of the suite's receiver (with a new secret of `secretLength`
-   * characters, default 30); a refusal stops the run (SetupError) with what to change.
+   * Registers a webhook for an endpoint of the suite's receiver with `secret` (default: a new one of 30
+   * code points); a refusal stops the run (SetupError) with what to change.
    */
-  register(endpoint: string, events: EventName[], businessID: string, secretLength?: number): Promise<RegisteredWebhook>;
-  /** Every webhook `register` made, in order. */
+  register(endpoint: string, events: EventName[], businessID: string, secret?: string): Promise<RegisteredWebhook>;
+  /** The same as the second client (another partner), for its business (`secondClientBusinessId`). */
+  registerAsSecondClient(endpoint: string, events: EventName[]): Promise<RegisteredWebhook>;
+  /** Every webhook `register` and `registerAsSecondClient` made, in order. */
   readonly registered: readonly RegisteredWebhook[];
   /** Posts a registration body as is, for the checks of registration rules. */
   registerRaw(body: unknown): Promise<RegistrationAnswer>;
   /** The same as the second client (another partner, D27). */
   registerRawAsSecondClient(body: unknown): Promise<RegistrationAnswer>;
-  /** A fresh secret of the allowed length. */
-  newSecret(): string;
+  /** A fresh secret of `length` code points (default 30), not ASCII only. */
+  newSecret(length?: number): string;
   /** Runs a scenario once and shares its outcome among the checks that assert on it. */
   once<T>(key: string, scenario: () => Promise<T>): Promise<T>;
   /** How many attempts an endpoint has seen so far: take it before acting. */
@@ -125,13 +132,15 @@ export const defaultTargets = { businessId: "4711", otherBusinessId: "4712", sec
 const guide = "docs/implementing-a-server.md";
 
 /** What a refused registration of the suite's own receiver URL means for the setup. */
-function registrationHint(status: number, body: unknown, url: string): string {
+function registrationHint(status: number, body: unknown, url: string, secondClient: boolean): string {
   const pointers = ((body as { errors?: { pointer?: string }[] } | undefined)?.errors ?? []).map((e) => e.pointer);
   if (pointers.includes("/url")) {
     return `during certification the implementation must accept the suite's loopback HTTPS receiver URLs (${url}); see "What to accept during certification" in ${guide} (the reference server does with --conformance)`;
   }
   if (status === 403 && /business-forbidden$/.test(String((body as { type?: unknown } | undefined)?.type))) {
-    return "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)";
+    return secondClient
+      ? "--second-client-business-id must be a business of the second client (--second-client-id) in the implementation's configuration (D27)"
+      : "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)";
   }
   if (status === 401 || status === 403) return "the client must be allowed every scope of the API (--client-id, --client-secret)";
   if (status === 404) return "--business-id and --other-business-id must name existing businesses";
@@ -300,6 +309,21 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     return { status: answer.response.status, body: answer.data ?? answer.error };
   }
 
+  async function registerWith(asSecondClient: boolean, endpoint: string, events: EventName[], businessID: string, secret = newSecret()): Promise<RegisteredWebhook> {
+    const post = asSecondClient ? registerRawAsSecondClient : registerRaw;
+    const url = receiver.url(endpoint);
+    const { status, body } = await post({ url, events, businessID, secret });
+    const webhookID = (body as { webhookID?: string } | undefined)?.webhookID;
+    if (status !== 201 || !webhookID) {
+      throw new SetupError(
+        `registering a webhook for the suite's receiver (${url}) was answered HTTP ${status} ${JSON.stringify(body)}: ${registrationHint(status, body, url, asSecondClient)}`,
+      );
+    }
+    const webhook = { webhookID, endpoint, url, secret, events, businessID };
+    registered.push(webhook);
+    return webhook;
+  }
+
   return {
     options: resolved,
     api,
@@ -310,20 +334,8 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     rules,
     conformance,
     registered,
-    async register(endpoint, events, businessID, secretLength) {
-      const secret = newSecret(secretLength);
-      const url = receiver.url(endpoint);
-      const { status, body } = await registerRaw({ url, events, businessID, secret });
-      const webhookID = (body as { webhookID?: string } | undefined)?.webhookID;
-      if (status !== 201 || !webhookID) {
-        throw new SetupError(
-          `registering a webhook for the suite's receiver (${url}) was answered HTTP ${status} ${JSON.stringify(body)}: ${registrationHint(status, body, url)}`,
-        );
-      }
-      const webhook = { webhookID, endpoint, url, secret, events, businessID };
-      registered.push(webhook);
-      return webhook;
-    },
+    register: (endpoint, events, businessID, secret) => registerWith(false, endpoint, events, businessID, secret),
+    registerAsSecondClient: (endpoint, events) => registerWith(true, endpoint, events, resolved.secondClientBusinessId),
     registerRaw,
     registerRawAsSecondClient,
     newSecret,

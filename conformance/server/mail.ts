@@ -26,6 +26,11 @@ export async function decodeMail(mail: CapturedMail): Promise<DisableMailSeen> {
   };
 }
 
+/** Whether the e-mail was sent to the address (an envelope recipient, Bcc included), in any letter case. */
+export function addressedTo(mail: DisableMailSeen, address: string): boolean {
+  return mail.to.some((a) => a.toLowerCase() === address.toLowerCase());
+}
+
 /** Whether an e-mail names the webhook anywhere: subject, a header or the text. */
 export function namesWebhook(mail: DisableMailSeen, webhookID: string): boolean {
   const word = new RegExp(`(^|[^0-9])${webhookID}([^0-9]|$)`);

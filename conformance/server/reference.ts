@@ -39,6 +39,7 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
       secondClientId: second.clientId,
       secondClientSecret: second.clientSecret,
       partnerEmail: client.contactEmail,
+      secondPartnerEmail: second.contactEmail,
       clock,
       async launch(env) {
         const server = await startServer({

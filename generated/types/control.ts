@@ -221,6 +221,8 @@ export interface components {
             /**
              * @description Replaces the implementation's own example `data`; must validate against the event's schema. A
              *     `lead.updated` changes the stored lead as if it had happened: a lead moved to `hired` never expires.
+             *     Only a lead of the trigger's business that is still open (`new` or `responded`) changes; the event
+             *     is emitted all the same.
              */
             data?: unknown;
         };

@@ -231,6 +231,7 @@ const serverCli: SuiteCli = {
       .addOption(new Option("--second-client-secret <secret>", "its secret (required)").env(secretEnv.secondClientSecret))
       .option("--second-client-business-id <id>", "a business of the second client, not of --client-id", defaultTargets.secondClientBusinessId)
       .option("--partner-email <address>", "the client's contact address, where the disable e-mail must go (required)")
+      .option("--second-partner-email <address>", "the second client's contact address: the suite then disables a webhook of that client too and checks each partner's notice goes to that partner alone")
       .option("--clock <mode>", "virtual, or scaled:FACTOR (e.g. scaled:0.0001)", "virtual")
       .option("--business-id <id>", "a business that serves --category-id at --zip", defaultTargets.businessId)
       .option("--other-business-id <id>", "another existing business", defaultTargets.otherBusinessId)
@@ -255,6 +256,7 @@ const serverCli: SuiteCli = {
       secondClientSecret: flags.required("secondClientSecret"),
       secondClientBusinessId: flags.required("secondClientBusinessId"),
       partnerEmail: flags.required("partnerEmail", parse.email),
+      secondPartnerEmail: flags.parsed("secondPartnerEmail", parse.email),
       clock: flags.required("clock", parseClockSetting),
       businessId: flags.required("businessId"),
       otherBusinessId: flags.required("otherBusinessId"),
@@ -267,6 +269,9 @@ const serverCli: SuiteCli = {
       smtpHost: flags.parsed("smtpHost", parse.host),
       smtpPort: flags.parsed("smtpPort", parse.port),
     };
+    if (options.secondPartnerEmail?.toLowerCase() === options.partnerEmail.toLowerCase()) {
+      throw new UsageError(flags.flag("secondPartnerEmail"), "must be another partner's address than --partner-email");
+    }
     const { certifyServer } = await import("../../conformance/server/index.js");
     return (run) => certifyServer(options, run);
   },

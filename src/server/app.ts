@@ -662,13 +662,9 @@ function registerControl(app: FastifyInstance, { clock, engine }: AppOptions): v
     const errors = schemaErrors(eventSchemaName(event), { ...example, data });
     if (errors.length) throw new ProblemError(422, `data does not validate against the ${event} schema.`, errors);
     // A lead.updated "as if it had occurred" changes a stored lead: a hired lead no longer expires (D19).
-    // Any other event is one statement of its own.
     const { id, queuedFor } =
       event === "lead.updated"
-        ? await engine.transaction(async (tx, emit) => {
-            await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status IN ('new', 'responded')", [data.status, data.leadID, businessID]);
-            return emit(event, businessID, data);
-          })
+        ? await engine.updateLead(businessID, data as Record<string, unknown> & { leadID: string; status: string })
         : await engine.emit(event, businessID, data);
     return reply.code(201).send({ id, event, queuedFor });
   });

@@ -49,6 +49,7 @@ describe("partner-platform certify server (CLI)", () => {
     const args = [
       "--import", "tsx", path.join(packageRoot, "src/cli/main.ts"), "certify", "server",
       "--base-url", server.url, "--auth-url", server.url, "--control-url", server.url, "--partner-email", client.contactEmail,
+      "--second-partner-email", loadConfig().clients[1]!.contactEmail,
       "--pki-dir", path.join(dir, "pki"), "--smtp-port", String(smtpPort), "--receiver-port", String(await freePort()),
       "--junit", path.join(dir, "reports/junit.xml"), "--json", path.join(dir, "reports/report.json"),
     ];

@@ -54,6 +54,8 @@ export interface DeliveryEngine {
   emit: Emit;
   /** Runs `fn` in one transaction: the events it emits are stored and queued with its other writes, or not at all. */
   transaction<T>(fn: (tx: Queryable, emit: Emit) => Promise<T>): Promise<T>;
+  /** Emits a lead.updated "as if it had occurred" and, in the same transaction, moves the stored lead it names (D19). */
+  updateLead(businessID: string, data: Record<string, unknown> & { leadID: string; status: string }): Promise<{ id: string; queuedFor: number }>;
   /** Makes every attempt (and lead expiry, and pending e-mail) due by now and (by default) waits for their outcomes. */
   runDue(waitForAttempts?: boolean): Promise<void>;
   /** Virtual clock: waits for what is under way, then moves the clock by `seconds`, running everything that falls due on the way, in order. */
@@ -668,6 +670,11 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       return { id: event.id, queuedFor };
     },
     transaction,
+    updateLead: (businessID, data) =>
+      transaction(async (tx, emit) => {
+        await parts.updateLead(tx, { id: data.leadID, businessId: businessID, status: data.status });
+        return emit("lead.updated", businessID, data);
+      }),
     runDue,
     async advance(seconds) {
       await settle();

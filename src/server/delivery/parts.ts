@@ -124,6 +124,11 @@ export interface DeliveryParts {
   /** Marks the leads due to expire by `now` as expired (D19) and returns them. */
   expireLeads(tx: Queryable, now: number): Promise<ExpiredLead[]>;
   /**
+   * Moves a stored lead to the status a lead.updated names, where the lead is of the event's business and
+   * still open, new or responded (D19); any other lead.updated changes no lead.
+   */
+  updateLead(tx: Queryable, lead: { id: string; businessId: string; status: string }): Promise<void>;
+  /**
    * Claims at most `limit` attempts that are due — with `spread`, at most `perWebhook` of each webhook
    * and none of the webhooks in `busy` (they have enough claimed already: D40) — or were left claimed
    * past their lease by a process that died.
@@ -243,6 +248,10 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         createdAt: Number(r.created_at),
         expiresAt: Number(r.expires_at),
       }));
+    },
+
+    async updateLead(tx, lead) {
+      await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status IN ('new', 'responded')", [lead.status, lead.id, lead.businessId]);
     },
 
     async claim(now, limit, spread = { busy: [], perWebhook: limit }) {
