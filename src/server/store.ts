@@ -541,6 +541,15 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
     query,
     async transaction(fn) {
       const client = await pool.connect().catch(rethrowFromStore);
+      // A connection the pool has lent out has no listener of the pool's: one that ends between two
+      // statements (a restart, pg_terminate_backend) would emit an error nobody hears and end the
+      // process. Heard here, its next statement fails instead, and it is released as broken.
+      let lost: Error | undefined;
+      const onLost = (error: Error) => {
+        lost = error;
+        onConnectionLost(error);
+      };
+      client.on("error", onLost);
       const onClient = queryOn(client);
       try {
         await onClient("BEGIN");
@@ -552,7 +561,8 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
         await client.query("ROLLBACK").catch(() => undefined);
         throw error;
       } finally {
-        client.release();
+        client.removeListener("error", onLost);
+        client.release(lost);
       }
     },
     async claimOwner() {

@@ -8,13 +8,13 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
-import { fromStore, STATEMENT_TIMEOUT_MS, storeUnavailable } from "../../src/server/store.js";
+import { fromStore, openPostgres, STATEMENT_TIMEOUT_MS, storeUnavailable } from "../../src/server/store.js";
 import { eventually, storageBackends } from "./helpers.js";
 
 const hasPostgres = storageBackends().some((b) => b.postgres);
 const [acme] = loadConfig().clients;
 
-describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
+describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle or lent to a transaction", () => {
   let postgres: TestPostgres;
   let server: RunningServer;
   let url: string;
@@ -63,6 +63,31 @@ describe.skipIf(!hasPostgres)("PostgreSQL connections lost while idle", () => {
       }
     };
     expect(await eventually(locks, (held) => held === 1)).toBe(1);
+  });
+
+  it("fails a transaction whose connection ends between two of its statements, not the process", async () => {
+    const lost: Error[] = [];
+    const db = await openPostgres(url, (error) => void lost.push(error));
+    try {
+      const outcome = await db
+        .transaction(async (tx) => {
+          const { rows } = await tx.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+          const admin = new pg.Client({ connectionString: url });
+          await admin.connect();
+          await admin.query("SELECT pg_terminate_backend($1)", [rows[0]!.pid]).finally(() => admin.end());
+          // Nothing of the connection under way when its end arrives: unheard, that error ended the process.
+          await eventually(async () => lost.length, (n) => n > 0);
+          return tx.query("SELECT 1");
+        })
+        .then(
+          () => "committed",
+          () => "failed",
+        );
+      expect({ outcome, heard: lost.length > 0 }).toEqual({ outcome: "failed", heard: true });
+      expect((await db.query<{ n: number }>("SELECT 1 AS n")).rows).toEqual([{ n: 1 }]);
+    } finally {
+      await db.close();
+    }
   });
 });
 
