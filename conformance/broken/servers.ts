@@ -581,6 +581,27 @@ export const brokenServers: BrokenServer[] = [
       e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: (sharedEventExample("lead.created").data as { customer: { phone: string } }).customer.phone } } } : e,
     ),
   },
+  // lead.expired stamped with the lead's creation, 7 days before it occurred (D14).
+  { id: "lead-expired-stamped-at-lead-creation", parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, timestamp: e.data.createdAt as string } : e)) },
+  // expiredAt 50 minutes after the expiry, in a lead.expired made on time.
+  {
+    id: "lead-expired-at-written-late",
+    parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, data: { ...e.data, expiredAt: new Date(Date.parse(e.data.expiredAt as string) + 3_000_000).toISOString() } } : e)),
+  },
+  // lead.created naming the request's category by its id (the seed's), not its name (§2.4).
+  {
+    id: "lead-created-names-category-id",
+    parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, request: { ...(e.data.request as object), category: "1000123" } } } : e)),
+  },
+  // lead.created with another zip code than the request's (the business's, say).
+  {
+    id: "lead-created-with-another-zip",
+    parts: envelopeBody((e) => {
+      if (e.event !== "lead.created") return e;
+      const request = e.data.request as { location: Record<string, string> };
+      return { ...e, data: { ...e.data, request: { ...request, location: { ...request.location, zip: "07102" } } } };
+    }),
+  },
   // A lead.updated moves a lead that is no longer open (a hired one back to responded: it then expires).
   {
     id: "reopens-final-leads",

@@ -142,8 +142,12 @@ function registrationHint(status: number, body: unknown, url: string, secondClie
       ? "--second-client-business-id must be a business of the second client (--second-client-id) in the implementation's configuration (D27)"
       : "--business-id and --other-business-id must be businesses of the client (--client-id) in the implementation's configuration (D27)";
   }
-  if (status === 401 || status === 403) return "the client must be allowed every scope of the API (--client-id, --client-secret)";
-  if (status === 404) return "--business-id and --other-business-id must name existing businesses";
+  if (status === 401 || status === 403) {
+    return secondClient
+      ? "the second client must be allowed webhooks::write (--second-client-id, --second-client-secret)"
+      : "the client must be allowed every scope of the API (--client-id, --client-secret)";
+  }
+  if (status === 404) return secondClient ? "--second-client-business-id must name an existing business" : "--business-id and --other-business-id must name existing businesses";
   return `see ${guide}`;
 }
 

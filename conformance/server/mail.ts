@@ -26,10 +26,33 @@ export async function decodeMail(mail: CapturedMail): Promise<DisableMailSeen> {
   };
 }
 
-/** Whether the e-mail was sent to the address (an envelope recipient, Bcc included), in any letter case. */
-export function addressedTo(mail: DisableMailSeen, address: string): boolean {
+/** Whether the e-mail was sent to the address (an envelope recipient, Bcc included), in any letter case; caught or decoded. */
+export function addressedTo(mail: { readonly to: readonly string[] }, address: string): boolean {
   return mail.to.some((a) => a.toLowerCase() === address.toLowerCase());
 }
+
+/**
+ * The e-mails grouped into notices by Message-ID: a platform may send its Bcc copy in an SMTP
+ * transaction of its own (D26: a copy may go to its own mailbox, unseen), so a notice's transactions
+ * are judged together. Each shows what every copy of it shows and goes where any copy went.
+ */
+export function notices(mails: readonly DisableMailSeen[]): { messageId: string; copies: DisableMailSeen[] }[] {
+  const byId = new Map<string, DisableMailSeen[]>();
+  const withoutId: DisableMailSeen[][] = [];
+  for (const m of mails) {
+    const id = m.headers["message-id"];
+    // Without a Message-ID nothing says two e-mails are one notice: each is one of its own.
+    if (id === undefined) withoutId.push([m]);
+    else byId.set(id, [...(byId.get(id) ?? []), m]);
+  }
+  return [...[...byId].map(([messageId, copies]) => ({ messageId, copies })), ...withoutId.map((copies) => ({ messageId: "(no Message-ID)", copies }))];
+}
+
+/** Whether any copy of a notice went to the address (an envelope recipient, Bcc included). */
+export const noticeAddressedTo = (copies: readonly DisableMailSeen[], address: string) => copies.some((m) => addressedTo(m, address));
+
+/** The addresses the copies of a notice show (To, Cc, a Bcc header), each once. */
+export const noticeShows = (copies: readonly DisableMailSeen[]) => [...new Set(copies.flatMap((m) => m.shownTo))];
 
 /** Whether an e-mail names the webhook anywhere: subject, a header or the text. */
 export function namesWebhook(mail: DisableMailSeen, webhookID: string): boolean {

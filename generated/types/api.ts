@@ -622,7 +622,7 @@ export interface components {
         };
         /** @description The job a lead is about (source document, section 2.4). */
         LeadRequestSummary: {
-            /** @description Category name. */
+            /** @description The name of the request's category, as the business search gives it (`Category.name`). */
             category: string;
             location: components["schemas"]["Location"];
         };

@@ -32,9 +32,10 @@ export interface paths {
         /**
          * Advance the virtual clock
          * @description Move the virtual clock forward. First waits for every attempt already under way to be recorded;
-         *     then moves the clock, making every attempt, lead expiry and e-mail that falls due on the way, in
-         *     the order they fall due; returns only after each has been made and its outcome recorded, so that
-         *     what a receiver saw is final. `seconds: 0` makes what is due now.
+         *     then moves the clock, making every attempt and lead expiry that falls due on the way, in the
+         *     order they fall due; returns only after each has been made and its outcome recorded, so that what
+         *     a receiver saw is final (a disable e-mail may go after it returns, within `dueNowRealSeconds` of
+         *     the disabling failure). `seconds: 0` makes what is due now.
          */
         post: operations["Conformance_advanceClock"];
         delete?: never;
