@@ -1709,7 +1709,8 @@ export const serverChecks: ServerCheck[] = [
       const contact = ctx.options.partnerEmail.toLowerCase();
       // A Bcc copy sent in a transaction of its own is part of its notice (D26).
       const seen = notices(mails).map(({ copies }) => ({ sentToContact: noticeAddressedTo(copies, contact), shows: noticeShows(copies) }));
-      expectEqual(seen, seen.map(() => ({ sentToContact: true, shows: [contact] })), "the e-mail did not go to the partner's contact, or shows another address");
+      const went = [...new Set(mails.flatMap((m) => m.to))].join(", ");
+      expectEqual(seen, seen.map(() => ({ sentToContact: true, shows: [contact] })), `the e-mail did not go to the partner's contact, or shows another address (its copies went to ${went})`);
     },
   }),
   defineCheck({
@@ -1802,7 +1803,12 @@ export const serverChecks: ServerCheck[] = [
         toTheFirstPartner: noticeAddressedTo(copies, first),
         shows: noticeShows(copies),
       }));
-      expectEqual(seen, seen.map(() => ({ toItsPartner: true, toTheFirstPartner: false, shows: [second] })), "the second client's notice did not go to its own contact alone");
+      const went = [...new Set(its.flatMap((m) => m.to))].join(", ");
+      expectEqual(
+        seen,
+        seen.map(() => ({ toItsPartner: true, toTheFirstPartner: false, shows: [second] })),
+        `the second client's notice did not go to its own contact alone (its copies went to ${went})`,
+      );
       // The notices of the first client's webhooks the suite registered (a notice of another run's, in a
       // store kept from it, is no concern here).
       const firstClients = ctx.registered.filter((w) => w.businessID !== ctx.options.secondClientBusinessId);

@@ -233,7 +233,9 @@ export interface components {
             event: components["schemas"]["PartnerPlatform.EventName"];
             /**
              * Format: int32
-             * @description How many enabled webhooks it was queued for.
+             * @description How many enabled webhooks it was queued for: those subscribed to it when it was emitted (an
+             *     implementation that chooses an event's webhooks when it sends counts these too, D8). A tool for
+             *     people reading a run: `certify server` does not judge it.
              */
             queuedFor: number;
         };
