@@ -36,7 +36,7 @@ export function addressedTo(mail: { readonly to: readonly string[] }, address: s
  * transaction of its own (D26: a copy may go to its own mailbox, unseen), so a notice's transactions
  * are judged together. Each shows what every copy of it shows and goes where any copy went.
  */
-export function notices(mails: readonly DisableMailSeen[]): { messageId: string; copies: DisableMailSeen[] }[] {
+export function notices(mails: readonly DisableMailSeen[]): DisableMailSeen[][] {
   const byId = new Map<string, DisableMailSeen[]>();
   const withoutId: DisableMailSeen[][] = [];
   for (const m of mails) {
@@ -45,7 +45,7 @@ export function notices(mails: readonly DisableMailSeen[]): { messageId: string;
     if (id === undefined) withoutId.push([m]);
     else byId.set(id, [...(byId.get(id) ?? []), m]);
   }
-  return [...[...byId].map(([messageId, copies]) => ({ messageId, copies })), ...withoutId.map((copies) => ({ messageId: "(no Message-ID)", copies }))];
+  return [...byId.values(), ...withoutId];
 }
 
 /** Whether any copy of a notice went to the address (an envelope recipient, Bcc included). */
@@ -53,6 +53,9 @@ export const noticeAddressedTo = (copies: readonly DisableMailSeen[], address: s
 
 /** The addresses the copies of a notice show (To, Cc, a Bcc header), each once. */
 export const noticeShows = (copies: readonly DisableMailSeen[]) => [...new Set(copies.flatMap((m) => m.shownTo))];
+
+/** Where e-mails went (their envelope recipients, Bcc included), each address once: for a failure's message. */
+export const recipients = (mails: readonly DisableMailSeen[]) => [...new Set(mails.flatMap((m) => m.to))].join(", ");
 
 /** Whether an e-mail names the webhook anywhere: subject, a header or the text. */
 export function namesWebhook(mail: DisableMailSeen, webhookID: string): boolean {
