@@ -5,8 +5,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
-import { basicCredentials } from "../../src/server/app.js";
+import { basicCredentials, seed } from "../../src/server/app.js";
+import { loadConfig } from "../../src/server/config.js";
 import { loadContract, mediaTypeOf } from "./contract.js";
+import { basicOf } from "./context.js";
 
 export interface BrokenApi {
   id: string;
@@ -34,9 +36,11 @@ export const brokenApis = [
   { id: "unknown-category-matches-nothing", description: "A service request for a category that does not exist is stored as unmatched (201) instead of refused with 404 (D13)." },
   { id: "unknown-business-forbidden", description: "A registration for a business that does not exist gets 403 business-forbidden instead of 404 not-found (D16, D27)." },
   { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
+  { id: "search-ignores-category", description: "A search answers the businesses that serve the zip code in any category, whatever category was asked for (D17)." },
   { id: "search-ignores-unknown-category", description: "A search for a category that does not exist drops the category and answers the businesses of the zip code (D17: an empty list)." },
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
   { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
+  { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
   { id: "quotes-the-secret-in-problems", description: "A refused registration's problem quotes the secret that was sent in its detail (D16: never returned)." },
   { id: "answers-another-customer", description: "A created service request is answered with the customer of the request before it: one partner's customer shown to another (D17)." },
   { id: "registers-for-another-business", description: "A registered webhook is answered as one for business 4713, not the business asked for (D17)." },
@@ -58,6 +62,9 @@ export const brokenApis = [
   { id: "basic-ignores-other-client-id", description: "HTTP Basic with a client_id parameter naming another client gets a token for the Basic client (D31: 400 invalid_request)." },
   { id: "names-the-first-error-only", description: "A 422's errors names only the first failing member, where D13 wants every one." },
   { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
+  { id: "secrets-ignore-case", description: "Client secrets sent in the form are compared without regard to letter case (a case-insensitive collation): a secret in another case gets a token." },
+  { id: "basic-failures-not-counted", description: "Failed HTTP Basic authentications of unknown client ids never count toward D30's budgets: guessing through Basic is never throttled." },
+  { id: "throttles-address-after-295-failures", description: "The token endpoint throttles an address after 295 failed authentications a minute, a few before D30's budget of 300." },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
@@ -78,6 +85,16 @@ export const legalApis = [
     id: "answers-in-its-own-form",
     description:
       "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, and a 403 Bearer challenge without its error attribute (D13, D16).",
+  },
+  {
+    id: "limits-token-requests-in-bursts-of-8",
+    description:
+      "A rate limit of the deployment (D18): more than 8 token requests from one address without a second's pause, successful or not, get 429 with Retry-After: 1. The suite's token requests wait it out; D30's budget per address cannot be seen under it.",
+  },
+  {
+    id: "throttle-window-ends-mid-check",
+    description:
+      "D30's windows are fixed, and one ends between a made-up client id's 4th and 5th failed authentication: that id's budget starts again in the next window (a window aligned to the clock may end at any moment of a check).",
   },
   {
     id: "behind-one-address",
@@ -107,6 +124,15 @@ function clientIdOf(req: IncomingMessage, body: Buffer): string {
   if (typeof basic === "object") return basic.clientId;
   return new URLSearchParams(body.toString("utf8")).get("client_id") ?? "";
 }
+
+/** Token requests from one address a front lets through (a rate limit of the deployment, D18), or failed authentications before it throttles the address. */
+const addressLimits: Partial<Record<BrokenApiId, number>> = {
+  "limits-token-requests-per-address": 100,
+  "limits-token-requests-in-bursts-of-8": 8,
+  "limits-failed-authentications-in-bursts": 100,
+  "throttles-address-after-100-failures": 100,
+  "throttles-address-after-295-failures": 295,
+};
 
 /** The token endpoint's answer to a failed client authentication, as the reference writes it. */
 function refuseClient(res: ServerResponse, headers: Record<string, string> = {}): void {
@@ -161,8 +187,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   }
 
   const register = contract.apiOperations.find((o) => o.operationId === "registerWebhook")!;
-  /** limits-token-requests-per-address, limits-failed-authentications-in-bursts, throttles-address-after-100-failures: what each address spent in its window. */
+  /** The fronts of addressLimits: what each address spent in its window. */
   const perAddress = new Map<string, { start: number; count: number }>();
+  /** basic-failures-not-counted, throttle-window-ends-mid-check: the reference's clients (any other client id is unknown). */
+  const knownClients = new Set(loadConfig().clients.map((c) => c.clientId));
+  /** throttle-window-ends-mid-check: requests per unknown client id, and when the front's windows began (at the first 5th). */
+  const requestsOf = new Map<string, number>();
+  let windowsFrom: number | undefined;
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
@@ -220,9 +251,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (answer.status !== 429) return reply(res, answer);
       return refuseClient(res);
     }
-    if ((id === "limits-token-requests-per-address" || id === "limits-failed-authentications-in-bursts" || id === "throttles-address-after-100-failures") && isToken) {
+    if (id in addressLimits && isToken) {
       const address = req.socket.remoteAddress ?? "";
-      const burst = id !== "throttles-address-after-100-failures";
+      const burst = !id.startsWith("throttles-address-after-");
       const windowMs = burst ? 1000 : 60_000;
       const now = Date.now();
       let window = perAddress.get(address);
@@ -230,15 +261,46 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // under load takes more than a second for 100), so the suite meets it in every run.
       if (!window || now - window.start >= windowMs) perAddress.set(address, (window = { start: now, count: 0 }));
       else if (burst) window.start = now;
-      const limit = 100;
+      const limit = addressLimits[id]!;
       if (window.count >= limit) {
         const retryAfter = String(Math.max(1, Math.ceil((window.start + windowMs - now) / 1000)));
         return problem(res, 429, "rate-limited", "Too many requests from this address.", {}, { "retry-after": retryAfter, "cache-control": "no-store" });
       }
       const answer = await forward(req, body);
       // The general limit counts every request; the early throttle only failed authentications.
-      if (id === "limits-token-requests-per-address" || answer.status === 401) window.count++;
+      if (id.startsWith("limits-token-requests-") || answer.status === 401) window.count++;
       return reply(res, answer);
+    }
+    if (id === "secrets-ignore-case" && isToken) {
+      // A secret matching a client's in any letter case is taken as that client's.
+      const client = loadConfig().clients.find((c) => c.clientId === clientIdOf(req, body));
+      const form = new URLSearchParams(body.toString("utf8"));
+      const sent = form.get("client_secret");
+      if (client && sent !== null && sent.toLowerCase() === client.clientSecret.toLowerCase()) {
+        form.set("client_secret", client.clientSecret);
+        return reply(res, await forward(req, Buffer.from(form.toString())));
+      }
+    }
+    if (id === "basic-failures-not-counted" && isToken) {
+      const basic = basicCredentials(req.headers.authorization);
+      // Refused here, never forwarded: the reference's budgets never see it.
+      if (typeof basic === "object" && !knownClients.has(basic.clientId)) return refuseClient(res, { "www-authenticate": 'Basic realm="partner-platform"' });
+    }
+    if (id === "throttle-window-ends-mid-check" && isToken) {
+      // Each unknown client id is forwarded as one per window, so the reference's budget per client id
+      // starts again at each of the front's window ends; the first comes at an id's 5th failed request.
+      const clientId = clientIdOf(req, body);
+      if (!knownClients.has(clientId)) {
+        const n = (requestsOf.get(clientId) ?? 0) + 1;
+        requestsOf.set(clientId, n);
+        if (n === 5) windowsFrom ??= Date.now();
+        const windowed = `${clientId}~${windowsFrom === undefined ? -1 : Math.floor((Date.now() - windowsFrom) / 60_000)}`;
+        const basic = basicCredentials(req.headers.authorization);
+        if (typeof basic === "object") return reply(res, await forward(req, body, { authorization: basicOf(windowed, basic.clientSecret) }));
+        const form = new URLSearchParams(body.toString("utf8"));
+        form.set("client_id", windowed);
+        return reply(res, await forward(req, Buffer.from(form.toString())));
+      }
     }
     if (id === "throttles-per-client-id-only" && isToken) {
       // The reference's 429 is kept only once the client id has spent its own budget.
@@ -342,6 +404,21 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       unmatched.body = Buffer.from(JSON.stringify({ ...stored, categoryID: sent.categoryID, zipCode: sent.zipCode }));
       return reply(res, unmatched);
     }
+    if (id === "search-ignores-category" && req.method === search.method && path === search.path) {
+      // The zip code's businesses of every category, best rated first, whatever category was asked for.
+      const query = new URL(req.url ?? "", "http://front").searchParams;
+      const asked = await forward(req, body);
+      if (asked.status !== 200) return reply(res, asked);
+      const found = new Map<string, { rating?: number }>();
+      for (const { categoryID } of seed.categories) {
+        query.set("category_id", categoryID);
+        const answer = await forward(Object.assign(req, { url: `${path}?${query}` }), body);
+        if (answer.status !== 200) return reply(res, answer);
+        for (const b of (JSON.parse(answer.body.toString("utf8")) as { businesses: { businessID: string; rating?: number }[] }).businesses) found.set(b.businessID, b);
+      }
+      const businesses = [...found.values()].sort((a, b) => (b.rating ?? 0) - (a.rating ?? 0));
+      return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ businesses }));
+    }
     if (id === "search-ignores-unknown-category" && req.method === search.method && path === search.path) {
       const answer = await forward(req, body);
       const query = new URL(req.url ?? "", "http://front").searchParams;
@@ -400,6 +477,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
+    if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));
     if (id === "quotes-the-secret-in-problems" && registering && answer.status >= 400 && typeof sent.secret === "string") {
       rewrite((p) => (p.detail = `${String(p.detail)} (secret "${String(sent.secret)}")`));
     }

@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { Agent } from "undici";
 import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
 import { UNKNOWN_ID, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
-import { retryAfterSeconds, seen, type ApiContext } from "./context.js";
+import { basicOf, retryAfterSeconds, seen, type ApiContext } from "./context.js";
 import { arbitraryOf, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
 type ApiCheck = Check<ApiContext>;
@@ -96,22 +96,42 @@ function expectNothingSecretReturned(input: Input, response: ResponseSeen): void
     .map(([, value]) => JSON.stringify(value));
   for (const name of NEVER_RETURNED) {
     const value = (body as Json)[name] as unknown;
-    // Short values can occur anywhere by chance.
-    if (typeof value !== "string" || value.length < 8 || others.some((other) => other.includes(value))) continue;
-    const written = [value, JSON.stringify(value).slice(1, -1)];
+    if (typeof value !== "string") continue;
+    // As sent and as JSON writes it; a part of it as well (a "hint" of its first characters is the secret's start).
+    const quoted = [value, JSON.stringify(value).slice(1, -1)]
+      .flatMap(telltales)
+      .filter((part) => !others.some((other) => other.includes(part)) && response.text.includes(part));
     expectThat(
-      !written.some((form) => response.text.includes(form)),
-      `the ${response.status} answer holds the ${name} that was sent: it is never returned (D16), not in a created resource, not in a problem`,
+      quoted.length === 0,
+      `the ${response.status} answer holds the ${name} that was sent, or part of it: it is never returned (D16), not in a created resource, not in a problem`,
       `no ${name} in the answer`,
-      seen(response),
+      { ...seen(response), quoted: quoted[0] },
     );
   }
 }
 
+/**
+ * The parts of a value an answer holds only by quoting it: each run of 8 characters with at least 5
+ * different ones (shorter or plainer runs, "00000000", can occur anywhere by chance).
+ */
+function telltales(value: string): string[] {
+  const parts = new Set<string>();
+  for (let i = 0; i + 8 <= value.length; i++) {
+    const part = value.slice(i, i + 8);
+    if (new Set(part).size >= 5) parts.add(part);
+  }
+  return [...parts];
+}
+
 /** What D17 says of an operation's successful answer beyond its schema: a failure's message, expected and actual. */
-const answerRules: Record<string, (answer: Json) => [string, unknown, unknown] | undefined> = {
-  searchBusinesses(answer) {
-    const ratings = ((answer.businesses ?? []) as Json[]).map((b) => b.rating as unknown).filter((r): r is number => typeof r === "number");
+const answerRules: Record<string, (answer: Json, input: Input) => [string, unknown, unknown] | undefined> = {
+  searchBusinesses(answer, input) {
+    const businesses = (answer.businesses ?? []) as Json[];
+    // D17: the businesses that serve the category asked for; each lists the categories it serves.
+    const asked = input.query.category_id;
+    const others = businesses.filter((b) => asked !== undefined && !((b.categories ?? []) as Json[]).some((c) => c?.categoryID === asked)).map((b) => b.businessID as unknown);
+    if (others.length > 0) return [`businesses that do not list category ${asked} among their categories were found for it (D17)`, [], others];
+    const ratings = businesses.map((b) => b.rating as unknown).filter((r): r is number => typeof r === "number");
     const sorted = [...ratings].sort((a, b) => b - a);
     return isDeepStrictEqual(ratings, sorted) ? undefined : ["businesses are not best rated first (D17)", sorted, ratings];
   },
@@ -147,7 +167,7 @@ const createdIds = new WeakMap<ApiContext, Set<string>>();
 function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, response: ResponseSeen, what: string): void {
   if (response.status < 200 || response.status > 299) return;
   const answer = jsonOf(response);
-  const broken = answerRules[op.operationId]?.(answer);
+  const broken = answerRules[op.operationId]?.(answer, input);
   if (broken) throw new CheckFailed(`${what}: ${broken[0]}`, broken[1], broken[2]);
   if (response.status !== 201 || !input.body || typeof input.body !== "object") return;
   // As the implementation read it (generated values may be objects without a prototype).
@@ -327,6 +347,21 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     refusal("token-rejects-unsupported-grant-type", `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type.`, "requests a token with grant_type=password", "grant_type=password", "unsupported_grant_type", (ctx) =>
       form(ctx, { grant_type: "password" }),
     ),
+    defineCheck<ApiContext>({
+      id: "token-rejects-secret-in-other-case",
+      section: `${op.section}, D11`,
+      title: `A client secret with its letters in another case is a wrong secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a secret is compared exactly, not by a case-insensitive collation).`,
+      scenario: "requests a token with --client-secret, the case of each of its letters swapped",
+      async run(ctx) {
+        const swapped = [...ctx.options.clientSecret].map((c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("");
+        if (swapped === ctx.options.clientSecret) throw new CheckSkipped("--client-secret has no letter whose case could be swapped");
+        // One more of the suite's own client's failed authentications (D30: it spends two a run).
+        const response = await ctx.requestToken(form(ctx, { client_secret: swapped }));
+        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], "the client secret in another letter case");
+        const error = jsonOf(response).error;
+        expectThat(error === "invalid_client", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_client", seen(response));
+      },
+    }),
     refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "requests a token with --client-secret plus a suffix", "a wrong client secret", "invalid_client", (ctx) =>
       form(ctx, { client_secret: `${ctx.options.clientSecret}-wrong` }),
     ),
@@ -458,32 +493,83 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
   });
 }
 
-/** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded, then base64. */
-const basicOf = (id: string, secret: string) => {
-  const form = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
-  return `Basic ${Buffer.from(`${form(id)}:${form(secret)}`).toString("base64")}`;
-};
-
-/** D30: a made-up client id's failed-authentication budget, spent; the next request is 429 with Retry-After. */
+/**
+ * D30: a made-up client id's failed-authentication budget, spent; the next request is 429 with Retry-After.
+ * The failures alternate the form and HTTP Basic (D30 counts every failed client authentication, D31 makes
+ * Basic one). Two tries, each with a new client id: a window that ends during one (a window aligned to
+ * the clock) cannot end during the next, seconds later. A 429 before the budget is spent is a rate limit
+ * of the deployment (D18) when a successful token request of the suite's client from the same address
+ * meets one too (D30 never throttles one client for another's failures): the check waits out its
+ * Retry-After and sends that failure again (a request answered 429 was not authenticated, D30). Otherwise
+ * the throttle came too early, and it fails.
+ */
 function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedAuthThrottle"]>): ApiCheck {
   const op = contract.tokenOperation;
   const limited = contract.problem("rate-limited").status;
+  const refused = contract.oauthErrorStatus("invalid_client");
   return defineCheck<ApiContext>({
     id: "token-throttles-failed-authentication",
-    section: `${op.section}, D30`,
-    title: `After ${budget.perClientId} failed authentications of one client_id within ${budget.windowSeconds} s, its next token request gets a ${limited} problem with Retry-After.`,
-    scenario: `requests a token ${budget.perClientId + 1} times for a made-up client id with a wrong secret (only that client id is throttled)`,
+    section: `${op.section}, D30, D31`,
+    title: `After ${budget.perClientId} failed authentications of one client_id within ${budget.windowSeconds} s, in the form or with HTTP Basic, its next token request gets a ${limited} problem with Retry-After.`,
+    scenario: `requests a token ${budget.perClientId + 1} times for a made-up client id with a wrong secret, in the form and with HTTP Basic in turn (only that client id is throttled); once more with a new client id if the window may have ended meanwhile`,
     async run(ctx) {
-      // A fresh client id per run: the suite's own client is never locked out.
-      const clientId = `certify-throttle-${randomBytes(6).toString("hex")}`;
-      const attempt = () => ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false });
-      for (let i = 1; i <= budget.perClientId; i++) {
-        const response = await attempt();
-        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], `failed authentication ${i} of ${budget.perClientId}`);
+      const tries = [];
+      let waited = 0;
+      for (let tryNumber = 1; tryNumber <= 2; tryNumber++) {
+        // A fresh client id per try: the suite's own client is never locked out.
+        const clientId = `certify-throttle-${randomBytes(6).toString("hex")}`;
+        const attempt = (n: number) =>
+          n % 2 === 1
+            ? ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false })
+            : ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") }, { waitOnRateLimit: false });
+        const how = (n: number) => (n % 2 === 1 ? "in the form" : "with HTTP Basic");
+        /** The answer to failure `n` once no rate limit of the deployment holds it up; throws where D30's throttle came early. */
+        const answerTo = async (n: number) => {
+          for (;;) {
+            const response = await attempt(n);
+            if (response.status !== limited) return response;
+            const own = await suiteToken(ctx);
+            ctx.forgetTokens();
+            if (own.status !== limited) {
+              if (n > budget.perClientId) return response;
+              throw new CheckFailed(
+                `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
+                `${refused} for ${budget.perClientId} failed authentications`,
+                seen(response),
+              );
+            }
+            // A rate limit of the deployment (D18): waited out, and the same failure sent again.
+            const seconds = retryAfterSeconds(response.headers["retry-after"]) ?? retryAfterSeconds(own.headers["retry-after"]);
+            if (seconds === undefined || seconds > budget.windowSeconds || waited + seconds > 2 * budget.windowSeconds) {
+              throw new CheckSkipped(
+                `a rate limit of the deployment answered ${limited} to token requests of every client (Retry-After ${seconds ?? "none"}), too long to wait out here: D30's budget per client_id cannot be seen under it (D18); certify with a limit above ${budget.perClientId + 2} token requests per address a minute`,
+              );
+            }
+            waited += seconds;
+            await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+          }
+        };
+        for (let n = 1; n <= budget.perClientId; n++) {
+          expectAnswer(ctx, op, await answerTo(n), [refused], `failed authentication ${n} of ${budget.perClientId} (${how(n)})`);
+        }
+        const next = budget.perClientId + 1;
+        const response = await answerTo(next);
+        if (response.status === limited) {
+          expectAnswer(ctx, op, response, [limited], `failed authentication ${next} (${how(next)})`);
+          expectRetryAfterInWindow(response, budget.windowSeconds);
+          const notes = [
+            ...(tries.length > 0 ? [`the first client id was not throttled after ${budget.perClientId} failures (its window may have ended meanwhile), the second was`] : []),
+            ...(waited > 0 ? [`a rate limit of the deployment (D18) answered ${limited} to every client's token requests meanwhile: waited ${waited} s in all`] : []),
+          ];
+          return notes.length > 0 ? notes.join("; ") : undefined;
+        }
+        tries.push({ clientId, next: seen(response) });
       }
-      const response = await attempt();
-      expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perClientId + 1}`);
-      expectRetryAfterInWindow(response, budget.windowSeconds);
+      throw new CheckFailed(
+        `after ${budget.perClientId} failed authentications of one client_id, its next token request was not throttled (tried twice, each with a new client id: a window cannot end during both)`,
+        limited,
+        tries,
+      );
     },
   });
 }
@@ -546,19 +632,22 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
           const prefix = `certify-address-${randomBytes(4).toString("hex")}`;
           const attempt = (clientId: string) =>
             ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false, dispatcher });
-          const early: { failure: number; answer: ReturnType<typeof seen>; retryAfter: number | undefined }[] = [];
+          const early: { failure: number; answer: ReturnType<typeof seen>; retryAfter: number | undefined; underWay: number }[] = [];
           let failures = 0;
           const started = performance.now();
+          // Failure k is client id k / perClientId's: each id stays within its own budget.
+          const fail = async (k: number, underWay: number) => {
+            const response = await attempt(`${prefix}-${Math.floor(k / budget.perClientId)}`);
+            failures++;
+            if (response.status !== refused) early.push({ failure: failures, answer: seen(response), retryAfter: retryAfterSeconds(response.headers["retry-after"]), underWay });
+          };
           try {
-            // A few client ids at a time, each id's failures in turn: an implementation slow to refuse (a
-            // constant-time check of a secret) still spends the budget well within the window.
-            await inParallel(WIDTH, clientIds, async (k) => {
-              for (let i = 0; i < budget.perClientId && k * budget.perClientId + i < budget.perAddress; i++) {
-                const response = await attempt(`${prefix}-${k}`);
-                failures++;
-                if (response.status !== refused) early.push({ failure: failures, answer: seen(response), retryAfter: retryAfterSeconds(response.headers["retry-after"]) });
-              }
-            });
+            // A few at a time, so that an implementation slow to refuse (a constant-time check of a secret)
+            // still spends the budget well within the window; the last few one after another, so that a
+            // throttle a few failures early is seen exactly.
+            const together = budget.perAddress - WIDTH;
+            await inParallel(WIDTH, together, (k) => fail(k, WIDTH - 1));
+            for (let k = together; k < budget.perAddress; k++) await fail(k, 0);
           } catch (error) {
             if (failures === 0) throw new CheckSkipped(`cannot send from ${from}, another loopback address (${(error as Error).message}): this machine has only 127.0.0.1`);
             throw error;
@@ -566,9 +655,12 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
           const unexpected = early.filter((e) => e.answer.status !== limited);
           expectThat(unexpected.length === 0, `a failed authentication from ${from} within the budgets was not answered ${refused}`, refused, unexpected.slice(0, 3));
           // A 429 may come early only once the suite's earlier failures have spent the budget with these
-          // (under NAT), allowing for the requests under way beside each; or from a rate limit of the
-          // deployment (D18), which answers successful requests alike, where D30 counts failures only.
-          const tooEarly = early.filter((e) => e.failure - 1 + before + (WIDTH - 1) < budget.perAddress);
+          // (under NAT, where the suite's own address is throttled now too, the right secret included),
+          // allowing for the requests under way beside each; or from a rate limit of the deployment (D18),
+          // which answers successful requests alike, where D30 counts failures only.
+          const early429 = (counted: number) => early.filter((e) => e.failure - 1 + counted + e.underWay < budget.perAddress);
+          const behindNat = early429(before).length < early429(0).length && (await suiteToken(ctx)).status === limited;
+          const tooEarly = early429(behindNat ? before : 0);
           if (tooEarly.length > 0) {
             const after = Math.min(...tooEarly.map((e) => e.failure));
             // D30's 429 gives the seconds left in its window, which began with these failures: one that

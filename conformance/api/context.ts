@@ -62,6 +62,8 @@ export function seen(response: ResponseSeen): { status: number; contentType: str
   return { status: response.status, contentType: Array.isArray(type) ? type.join(", ") : type, body: response.text.slice(0, 400) };
 }
 
+const withBom = new TextDecoder("utf-8", { ignoreBOM: true });
+
 export function createApiContext(options: ApiSuiteOptions, contract: Contract): ApiContext {
   const resolved = { ...options, seed: options.seed ?? defaultSeed, runs: options.runs ?? defaultRuns };
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
@@ -79,7 +81,8 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
       // A stream has no length: undici sends it chunked.
       const sent = chunked && body !== undefined ? Readable.from([Buffer.from(body)]) : body;
       const response = await request(url, { method: method as "GET", headers, body: sent, dispatcher });
-      const seen = { status: response.statusCode, headers: response.headers, text: await response.body.text() };
+      // A byte order mark is kept (body.text() drops one), for the checks to see it.
+      const seen = { status: response.statusCode, headers: response.headers, text: withBom.decode(await response.body.arrayBuffer()) };
       const seconds = seen.status === 429 ? retryAfterSeconds(seen.headers["retry-after"]) : undefined;
       if (!waitOnRateLimit || seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return seen;
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -136,6 +139,12 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     },
   };
 }
+
+/** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded, then base64. */
+export const basicOf = (id: string, secret: string) => {
+  const form = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
+  return `Basic ${Buffer.from(`${form(id)}:${form(secret)}`).toString("base64")}`;
+};
 
 /** Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); undefined if absent or unreadable. */
 export function retryAfterSeconds(value: string | string[] | undefined): number | undefined {

@@ -260,6 +260,8 @@ function buildContract(doc: Json): Contract {
       return [...out, `Content-Type ${mediaType || "(none)"} is not declared for ${status} (declared: ${Object.keys(content).join(", ")})`];
     }
     if (!isJsonMediaType(mediaType)) return out;
+    // RFC 8259 §8.1: JSON sent over a network has no byte order mark (a lenient parser skips it; a strict one fails).
+    if (response.text.startsWith("\uFEFF")) return [...out, `the ${mediaType} body starts with a byte order mark (U+FEFF), which JSON sent over a network must not have (RFC 8259 §8.1)`];
     let body: unknown;
     try {
       body = JSON.parse(response.text);

@@ -11,6 +11,7 @@ import { Agent, interceptors } from "undici";
 import { newEventId, signPayload, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
 import { defaultParts, type Outcome, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
+import { composeDisableMail } from "../../src/server/delivery/mail.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
@@ -189,6 +190,18 @@ export const brokenServers: BrokenServer[] = [
         const { body } = await base.sign(a);
         const latin1 = Buffer.from(body.toString("utf8").replace(/[^\u0000-\u00ff]/gu, "?"), "latin1");
         return { body: latin1, signature: signPayload(latin1, a.secret) };
+      },
+    }),
+  },
+  // A byte order mark before the JSON, signed with it: RFC 8259 §8.1 forbids a sender to write one, and
+  // many receivers' parsers (Python's json.loads of the bytes, Go's encoding/json) fail on it.
+  {
+    id: "writes-a-byte-order-mark",
+    parts: (base) => ({
+      async sign(a) {
+        const { body } = await base.sign(a);
+        const marked = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), body]);
+        return { body: marked, signature: signPayload(marked, a.secret) };
       },
     }),
   },
@@ -512,6 +525,38 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  // A notice of its own (another Message-ID) each time the count reaches threshold - 1, sent 1.5 s later
+  // as a queue of its own would, besides the disabling's: under a virtual clock it comes after the attempts
+  // that follow, and the reset scenario's webhook, which reaches threshold - 1 twice, gets three notices.
+  {
+    id: "sends-late-notices-a-failure-early",
+    parts: (base, ctx) => ({
+      async record(outcomes) {
+        const recorded = await base.record(outcomes);
+        const failed = outcomes.filter((o) => !o.ok && !o.cancelled).map((o) => o.webhookId);
+        const { rows } = await ctx.db.query<{ id: string; client_id: string; url: string; business_id: string }>(
+          "SELECT id, client_id, url, business_id FROM webhooks WHERE id = ANY($1::text[]) AND status = 'enabled' AND consecutive_failures = $2",
+          [failed, ctx.rules.disableAfterConsecutiveFailures - 1],
+        );
+        for (const w of rows) {
+          const mail = composeDisableMail({
+            to: loadConfig().clients.find((c) => c.clientId === w.client_id)?.contactEmail ?? contactOf(0),
+            webhookId: w.id,
+            url: w.url,
+            businessId: w.business_id,
+            disabledAt: ctx.clock.now(),
+            failures: ctx.rules.disableAfterConsecutiveFailures - 1,
+            attemptTimeoutSeconds: ctx.rules.attemptTimeoutSeconds,
+            webhookIdHeader: ctx.rules.disableEmail.webhookIdHeader,
+            lastFailure: { status: null, error: null },
+          });
+          const early = { ...mail, headers: { ...mail.headers, "Message-ID": `<webhook-${w.id}-early-${ctx.clock.now()}@partner-platform.example>` } };
+          setTimeout(() => void base.sendMail(early).catch(() => undefined), 1500).unref();
+        }
+        return recorded;
+      },
+    }),
+  },
   {
     id: "sends-second-email-with-new-message-id",
     parts: (base) => ({
@@ -520,6 +565,18 @@ export const brokenServers: BrokenServer[] = [
         // A repeat that a mail system cannot tell from a new notice.
         const id = mail.headers?.["Message-ID"] ?? "<disabled@partner-platform.example>";
         await base.sendMail({ ...mail, headers: { ...mail.headers, "Message-ID": id.replace("@", "-again@") } });
+      },
+    }),
+  },
+  // The notice, then 2 s later another with a new Message-ID (a send tried again after its outcome was
+  // lost, named anew): within the 5 s a notice may take, so a check must wait them out to see it.
+  {
+    id: "sends-second-notice-2-s-later",
+    parts: (base) => ({
+      async sendMail(mail) {
+        await base.sendMail(mail);
+        const again = { ...mail, headers: { ...mail.headers, "Message-ID": (mail.headers["Message-ID"] ?? "<disabled@partner-platform.example>").replace("@", "-later@") } };
+        setTimeout(() => void base.sendMail(again).catch(() => undefined), 2000).unref();
       },
     }),
   },
@@ -674,6 +731,14 @@ export const brokenServers: BrokenServer[] = [
     id: "delivers-to-any-partner",
     registration: () => ({ owns: () => true }),
     parts: queuesFor("w.status = 'enabled' AND w.business_id = e.business_id AND w.events::jsonb ? e.name"),
+  },
+  // Registration checks ownership, delivery not: an event reaches, besides its own business's webhooks,
+  // every other partner's webhook that takes the event, whatever business it was registered for.
+  {
+    id: "delivers-to-other-partners-webhooks",
+    parts: queuesFor(
+      "w.status = 'enabled' AND w.events::jsonb ? e.name AND (w.business_id = e.business_id OR w.client_id <> (SELECT o.client_id FROM business_owners o WHERE o.business_id = e.business_id))",
+    ),
   },
   { id: "accepts-over-long-url", registration: ignoresErrors((e) => e.pointer === "/url" && /more than/.test(e.detail)) },
   { id: "accepts-unknown-event-names", registration: ignoresErrors((e) => /^\/events\/\d+$/.test(e.pointer)) },

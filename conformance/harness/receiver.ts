@@ -84,6 +84,8 @@ export interface Receiver {
   readonly tlsErrors: readonly { at: number; message: string }[];
   /** Connections refused by the sender (handshakes that failed, connections closed before any request). */
   readonly refusals: readonly Refusal[];
+  /** Responders that threw (a fault of the suite, not of the sender): their attempts were answered 500. */
+  readonly responderErrors: readonly string[];
   /** A certificate for another host, issued by the receiver's CA (which the sender trusts). */
   issue(host: string): Promise<TestPki>;
   /**
@@ -118,6 +120,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   const deliveries: Delivery[] = [];
   const tlsErrors: { at: number; message: string }[] = [];
   const refusals: Refusal[] = [];
+  const responderErrors: string[] = [];
   /** The certificate presented on new connections, and on each connection made so far with how many requests came over it. */
   let presenting = "own";
   const connections = new Map<TLSSocket, { presented: string; requests: number; closedByReceiver: boolean; deliveries: Delivery[] }>();
@@ -138,7 +141,15 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       deliveries.push(delivery);
       connection?.deliveries.push(delivery);
       changes.emit("change");
-      const answer = await (responders.get(endpoint) ?? (() => answers.ok))(delivery);
+      // Called at once, before the waits that the change resolved go on (scenarios count on its state); one
+      // that throws (a fault of the suite) answers 500 and is reported, never ends the process.
+      let answer: Answer;
+      try {
+        answer = await (responders.get(endpoint) ?? (() => answers.ok))(delivery);
+      } catch (error) {
+        responderErrors.push(`${endpoint}: ${(error as Error).message}`);
+        answer = answers.status(500);
+      }
       delivery.answer = answer;
       const answered = () => {
         delivery.answeredAt = performance.now();
@@ -199,6 +210,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     deliveries,
     tlsErrors,
     refusals,
+    responderErrors,
     issue: (otherHost) => issueServerCertificate(ca, otherHost),
     present(certificate) {
       presenting = certificate?.label ?? "own";

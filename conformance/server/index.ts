@@ -123,7 +123,9 @@ export async function certifyServer(options: CertifyServerOptions, run: RunOptio
     await preflightToken(target, scopes);
     await preflightToken({ authUrl: target.authUrl, clientId: target.secondClientId, clientSecret: target.secondClientSecret }, ["webhooks::write"], "--second-client-id/--second-client-secret");
     const ctx = createServerContext(target, receiver, smtp);
-    return await runChecks("server", target.baseUrl, serverChecks, ctx, run);
+    const report = await runChecks("server", target.baseUrl, serverChecks, ctx, run);
+    for (const error of receiver.responderErrors) notice(`certify server: the suite's own code failed while answering a delivery (a fault of the suite; please report it): ${error}`);
+    return report;
   } finally {
     await started?.stop();
     await receiver?.close();

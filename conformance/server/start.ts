@@ -57,7 +57,17 @@ export async function startImplementation(
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // However the suite's process ends (an uncaught error included), the implementation it started ends with it.
+  const killOnExit = () => {
+    try {
+      if (child.exitCode === null && child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  };
+  process.once("exit", killOnExit);
   const stop = async () => {
+    process.off("exit", killOnExit);
     if (child.exitCode === null && child.pid !== undefined) {
       try {
         process.kill(-child.pid, "SIGTERM");
