@@ -64,6 +64,9 @@ export const brokenApis = [
   { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
   { id: "secrets-ignore-case", description: "Client secrets sent in the form are compared without regard to letter case (a case-insensitive collation): a secret in another case gets a token." },
   { id: "basic-failures-not-counted", description: "Failed HTTP Basic authentications of unknown client ids never count toward D30's budgets: guessing through Basic is never throttled." },
+  { id: "real-clients-failures-not-counted", description: "Wrong secrets of a client that exists never count toward D30's budget (only unknown client ids' do): a real client's secret can be guessed without end." },
+  { id: "success-resets-failure-count", description: "A client's successful token request resets its count of failed authentications (D30: successes count for neither budget): wrong secrets between the right ones are never throttled." },
+  { id: "right-secret-passes-the-throttle", description: "A throttled client that sends its right secret gets a token (D30: the right secret included), so guessing goes on at full speed and a right guess shows." },
   { id: "throttles-address-after-295-failures", description: "The token endpoint throttles an address after 295 failed authentications a minute, a few before D30's budget of 300." },
 ] as const satisfies readonly BrokenApi[];
 
@@ -194,6 +197,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   /** throttle-window-ends-mid-check: requests per unknown client id, and when the front's windows began (at the first 5th). */
   const requestsOf = new Map<string, number>();
   let windowsFrom: number | undefined;
+  /** success-resets-failure-count, real-clients-failures-not-counted: a real client's wrong secrets, counted by the front. */
+  const realFailures = new Map<string, number>();
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
@@ -279,6 +284,29 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (client && sent !== null && sent.toLowerCase() === client.clientSecret.toLowerCase()) {
         form.set("client_secret", client.clientSecret);
         return reply(res, await forward(req, Buffer.from(form.toString())));
+      }
+    }
+    if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {
+      const basic = basicCredentials(req.headers.authorization);
+      const sent = typeof basic === "object" ? basic : { clientId: clientIdOf(req, body), clientSecret: new URLSearchParams(body.toString("utf8")).get("client_secret") ?? "" };
+      const client = loadConfig().clients.find((c) => c.clientId === sent.clientId);
+      if (client && id === "right-secret-passes-the-throttle") {
+        const answer = await forward(req, body);
+        if (answer.status !== 429 || sent.clientSecret !== client.clientSecret) return reply(res, answer);
+        return void res
+          .writeHead(200, { "content-type": "application/json", "cache-control": "no-store" })
+          .end(JSON.stringify({ access_token: `front-${Math.random().toString(36).slice(2)}`, token_type: "Bearer", expires_in: 3600, scope: contract.scopes.join(" ") }));
+      }
+      if (client && sent.clientSecret !== client.clientSecret) {
+        // Refused here, never forwarded: the reference's budgets never see it; counted by the front alone.
+        realFailures.set(client.clientId, (realFailures.get(client.clientId) ?? 0) + 1);
+        return refuseClient(res, typeof basic === "object" ? { "www-authenticate": 'Basic realm="partner-platform"' } : {});
+      }
+      if (client && id === "success-resets-failure-count") {
+        if ((realFailures.get(client.clientId) ?? 0) >= perClientId) return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": "60", "cache-control": "no-store" });
+        const answer = await forward(req, body);
+        if (answer.status === 200) realFailures.delete(client.clientId);
+        return reply(res, answer);
       }
     }
     if (id === "basic-failures-not-counted" && isToken) {

@@ -453,7 +453,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         }
       },
     }),
-    ...(contract.failedAuthThrottle ? [throttleCheck(contract, contract.failedAuthThrottle)] : []),
+    ...(contract.failedAuthThrottle ? [throttleCheck(contract, contract.failedAuthThrottle), knownClientThrottleCheck(contract, contract.failedAuthThrottle)] : []),
     ...(contract.liveTokensPerClient ? [liveTokensCheck(contract, contract.liveTokensPerClient, form)] : []),
   ];
 }
@@ -514,7 +514,7 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
     scenario: `requests a token ${budget.perClientId + 1} times for a made-up client id with a wrong secret, in the form and with HTTP Basic in turn (only that client id is throttled); once more with a new client id if the window may have ended meanwhile`,
     async run(ctx) {
       const tries = [];
-      let waited = 0;
+      const waited = { seconds: 0 };
       for (let tryNumber = 1; tryNumber <= 2; tryNumber++) {
         // A fresh client id per try: the suite's own client is never locked out.
         const clientId = `certify-throttle-${randomBytes(6).toString("hex")}`;
@@ -525,29 +525,15 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
         const how = (n: number) => (n % 2 === 1 ? "in the form" : "with HTTP Basic");
         /** The answer to failure `n` once no rate limit of the deployment holds it up; throws where D30's throttle came early. */
         const answerTo = async (n: number) => {
-          for (;;) {
-            const response = await attempt(n);
-            if (response.status !== limited) return response;
-            const own = await suiteToken(ctx);
-            ctx.forgetTokens();
-            if (own.status !== limited) {
-              if (n > budget.perClientId) return response;
-              throw new CheckFailed(
-                `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
-                `${refused} for ${budget.perClientId} failed authentications`,
-                seen(response),
-              );
-            }
-            // A rate limit of the deployment (D18): waited out, and the same failure sent again.
-            const seconds = retryAfterSeconds(response.headers["retry-after"]) ?? retryAfterSeconds(own.headers["retry-after"]);
-            if (seconds === undefined || seconds > budget.windowSeconds || waited + seconds > 2 * budget.windowSeconds) {
-              throw new CheckSkipped(
-                `a rate limit of the deployment answered ${limited} to token requests of every client (Retry-After ${seconds ?? "none"}), too long to wait out here: D30's budget per client_id cannot be seen under it (D18); certify with a limit above ${budget.perClientId + 2} token requests per address a minute`,
-              );
-            }
-            waited += seconds;
-            await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+          const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited);
+          if (response.status === limited && n <= budget.perClientId) {
+            throw new CheckFailed(
+              `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
+              `${refused} for ${budget.perClientId} failed authentications`,
+              seen(response),
+            );
           }
+          return response;
         };
         for (let n = 1; n <= budget.perClientId; n++) {
           expectAnswer(ctx, op, await answerTo(n), [refused], `failed authentication ${n} of ${budget.perClientId} (${how(n)})`);
@@ -559,7 +545,7 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
           expectRetryAfterInWindow(response, budget.windowSeconds);
           const notes = [
             ...(tries.length > 0 ? [`the first client id was not throttled after ${budget.perClientId} failures (its window may have ended meanwhile), the second was`] : []),
-            ...(waited > 0 ? [`a rate limit of the deployment (D18) answered ${limited} to every client's token requests meanwhile: waited ${waited} s in all`] : []),
+            ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : []),
           ];
           return notes.length > 0 ? notes.join("; ") : undefined;
         }
@@ -570,6 +556,104 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
         limited,
         tries,
       );
+    },
+  });
+}
+
+/** Said where the suite waited out a rate limit of the deployment. */
+const waitedNote = (limited: number, seconds: number) => `a rate limit of the deployment (D18) answered ${limited} to every client's token requests meanwhile: waited ${seconds} s in all`;
+
+/**
+ * A token request's answer once no rate limit of the deployment (D18) holds it up. A 429 that a successful
+ * token request of --client-id from the same address meets too is such a limit (D30 never throttles one
+ * client for another's failures, nor counts a request answered 429): waited out as its Retry-After says,
+ * and the request sent again, the seconds added to `waited`. A 429 the successful request does not meet
+ * is returned, for the caller to judge as D30's throttle.
+ */
+async function pastDeploymentLimits(ctx: ApiContext, send: () => Promise<ResponseSeen>, windowSeconds: number, waited: { seconds: number }): Promise<ResponseSeen> {
+  const limited = ctx.contract.problem("rate-limited").status;
+  for (;;) {
+    const response = await send();
+    if (response.status !== limited) return response;
+    const own = await suiteToken(ctx);
+    ctx.forgetTokens();
+    if (own.status !== limited) return response;
+    const seconds = retryAfterSeconds(response.headers["retry-after"]) ?? retryAfterSeconds(own.headers["retry-after"]);
+    if (seconds === undefined || seconds > windowSeconds || waited.seconds + seconds > 2 * windowSeconds) {
+      throw new CheckSkipped(
+        `a rate limit of the deployment answered ${limited} to token requests of every client (Retry-After ${seconds ?? "none"}), too long to wait out here: D30's budgets cannot be seen under it (D18); certify with a limit above 12 token requests per address a minute`,
+      );
+    }
+    waited.seconds += seconds;
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  }
+}
+
+/**
+ * D30 for a client that exists: its wrong secrets count (not only unknown client ids'), a success among
+ * them counts for nothing and resets nothing, and once the budget is spent the right secret is refused
+ * too until the window ends. Only with a second client (--second-client-id): it is locked out for up to
+ * a minute, and the check waits for that to end, so that the client works again when the suite ends.
+ */
+function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contract["failedAuthThrottle"]>): ApiCheck {
+  const op = contract.tokenOperation;
+  const limited = contract.problem("rate-limited").status;
+  const refused = contract.oauthErrorStatus("invalid_client");
+  const issued = successExample(op).status;
+  const half = Math.floor(budget.perClientId / 2);
+  return defineCheck<ApiContext>({
+    id: "token-throttles-a-real-clients-wrong-secrets",
+    section: `${op.section}, D30, D31`,
+    title: `${budget.perClientId} wrong secrets of a client that exists, within ${budget.windowSeconds} s and with a success among them, throttle that client: its next token request gets ${limited}, the right secret included, until its Retry-After has passed.`,
+    scenario: `with --second-client-id: its right secret, a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one; once that answer's Retry-After has passed, the right one again`,
+    async run(ctx) {
+      const { secondClientId: id, secondClientSecret: secret } = ctx.options;
+      if (id === undefined || secret === undefined) {
+        throw new CheckSkipped("give --second-client-id and --second-client-secret (a client the run may lock out for up to a minute) to check that a real client's wrong secrets are throttled, the right one included (D30)");
+      }
+      const waited = { seconds: 0 };
+      const right = () => pastDeploymentLimits(ctx, () => ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false }), budget.windowSeconds, waited);
+      const wrong = (n: number) =>
+        pastDeploymentLimits(
+          ctx,
+          () =>
+            n % 2 === 1
+              ? ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: `${secret}-wrong` }, {}, { waitOnRateLimit: false })
+              : ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(id, `${secret}-wrong`) }, { waitOnRateLimit: false }),
+          budget.windowSeconds,
+          waited,
+        );
+      expectAnswer(ctx, op, await right(), [issued], "--second-client-id with --second-client-secret, before any wrong secret (are they a client's of this implementation, not locked out by an earlier run?)");
+      const notes: string[] = [];
+      // Twice where the first try ends unthrottled: a window aligned to the clock may end during one try,
+      // never during both. In the second, the first try's failures since that end count already.
+      for (let tryNumber = 1; tryNumber <= 2; tryNumber++) {
+        const again = tryNumber === 2;
+        let lockedAlready = false;
+        for (let n = 1; n <= budget.perClientId && !lockedAlready; n++) {
+          if (n === half + 1) {
+            const mid = await right();
+            if (again && mid.status === limited) break;
+            expectAnswer(ctx, op, mid, [issued], `the right secret after ${half} wrong ones (D30: a success counts for neither budget; an earlier run's failures within the window count too)`);
+          }
+          const failed = await wrong(n);
+          lockedAlready = again && failed.status === limited;
+          if (!lockedAlready) expectAnswer(ctx, op, failed, [refused], `wrong secret ${n} of ${budget.perClientId} of the second client (${n % 2 === 1 ? "in the form" : "with HTTP Basic"})`);
+        }
+        const locked = await right();
+        if (!again && locked.status === issued) {
+          notes.push(`the second client was not throttled after the first ${budget.perClientId} wrong secrets (its window may have ended meanwhile); it was after the second try's`);
+          continue;
+        }
+        expectAnswer(ctx, op, locked, [limited], `the right secret after ${budget.perClientId} wrong ones, a success among them (D30: the right secret included; a client's wrong secrets count as an unknown client's, and a success resets nothing)`);
+        expectRetryAfterInWindow(locked, budget.windowSeconds);
+        const seconds = retryAfterSeconds(locked.headers["retry-after"])! + 1;
+        await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+        const after = await ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false });
+        expectAnswer(ctx, op, after, [issued], `the right secret ${seconds} s later, past the Retry-After that said when the throttle ends`);
+        return [...notes, `waited ${seconds} s for the second client's lock-out to end`, ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : [])].join("; ");
+      }
+      throw new Error("unreachable: the second try returns or throws");
     },
   });
 }

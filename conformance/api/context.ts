@@ -12,6 +12,9 @@ export interface ApiSuiteOptions {
   /** A client allowed every scope of the API. */
   clientId: string;
   clientSecret: string;
+  /** Another client, which the run may lock out for up to a minute (D30: its wrong secrets throttled, the right one included). */
+  secondClientId?: string;
+  secondClientSecret?: string;
   /** Seed of the generated inputs (same seed, same inputs). */
   seed?: number;
   /** Generated inputs per property check. */
@@ -42,7 +45,7 @@ export interface CallInput {
 export const rateLimitWaits = { times: 3, maxSeconds: 60 };
 
 export interface ApiContext {
-  options: Required<ApiSuiteOptions>;
+  options: ApiSuiteOptions & Required<Pick<ApiSuiteOptions, "seed" | "runs">>;
   contract: Contract;
   /** Sends one request to an operation and reads the whole answer. */
   call(op: Operation, input: CallInput): Promise<ResponseSeen>;

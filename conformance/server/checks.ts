@@ -675,10 +675,10 @@ function secondPartnerDisabled(ctx: ServerContext): Promise<{ webhook: Registere
     const threshold = ctx.rules.disableAfterConsecutiveFailures;
     const webhook = await ctx.registerAsSecondClient("second-partner-failing", ["payment.received"]);
     ctx.receiver.script(webhook.endpoint, [], answers.status(503));
-    // An event of a business of the first client's (one none of its webhooks takes this event of), which
-    // this webhook takes by name only: it must never reach it (D27; every-delivery-matches-its-webhook
-    // judges what came there).
-    await ctx.control.trigger("payment.received", ctx.options.otherBusinessId);
+    // An event of each of the first client's businesses, which this webhook takes by name only: neither
+    // may reach it (D27; every-delivery-matches-its-webhook judges what came there). The first client's
+    // webhooks that take it were disabled by the scenarios before.
+    for (const business of [ctx.options.businessId, ctx.options.otherBusinessId]) await ctx.control.trigger("payment.received", business);
     await Promise.all(Array.from({ length: threshold }, () => ctx.control.trigger("payment.received", webhook.businessID)));
     await ctx.arrivals(webhook.endpoint, 0, threshold, `the first attempts of the second client's ${threshold} events`);
     await ctx.smtp

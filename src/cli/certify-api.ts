@@ -14,6 +14,12 @@ export function apiCommand(): Command {
         .option("--auth-url <url>", "the authorization server's {auth_url} (required)")
         .addOption(new Option("--client-id <id>", "client allowed every scope of the API (required)").env(secretEnv.clientId))
         .addOption(new Option("--client-secret <secret>", "its secret (required)").env(secretEnv.clientSecret))
+        .addOption(
+          new Option("--second-client-id <id>", "another client, which the run locks out for up to a minute to check that its wrong secrets are throttled (D30); without it that check is skipped").env(
+            secretEnv.secondClientId,
+          ),
+        )
+        .addOption(new Option("--second-client-secret <secret>", "its secret").env(secretEnv.secondClientSecret))
         .option("--seed <n>", `seed of the generated inputs (default ${defaultSeed})`)
         .option("--runs <n>", `generated inputs per property check (default ${defaultRuns})`),
     // Built from the OpenAPI document: known offline.
@@ -29,6 +35,7 @@ export function apiCommand(): Command {
         authUrl: flags.required("authUrl", parse.httpUrl),
         clientId: flags.required("clientId"),
         clientSecret: flags.required("clientSecret"),
+        ...(flags.optional("secondClientId") !== undefined ? { secondClientId: flags.optional("secondClientId"), secondClientSecret: flags.required("secondClientSecret") } : {}),
         ...(seed !== undefined ? { seed } : {}),
         ...(runs !== undefined ? { runs } : {}),
       };
