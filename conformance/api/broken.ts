@@ -121,12 +121,16 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** The client id of a token request: HTTP Basic's, else the form's. */
-function clientIdOf(req: IncomingMessage, body: Buffer): string {
+/** The credentials of a token request: HTTP Basic's, else the form's. */
+function credentialsOf(req: IncomingMessage, body: Buffer): { clientId: string; clientSecret: string; basic: boolean } {
   const basic = basicCredentials(req.headers.authorization);
-  if (typeof basic === "object") return basic.clientId;
-  return new URLSearchParams(body.toString("utf8")).get("client_id") ?? "";
+  if (typeof basic === "object") return { ...basic, basic: true };
+  const form = new URLSearchParams(body.toString("utf8"));
+  return { clientId: form.get("client_id") ?? "", clientSecret: form.get("client_secret") ?? "", basic: false };
 }
+
+/** The client id of a token request: HTTP Basic's, else the form's. */
+const clientIdOf = (req: IncomingMessage, body: Buffer): string => credentialsOf(req, body).clientId;
 
 /** Token requests from one address a front lets through (a rate limit of the deployment, D18), or failed authentications before it throttles the address. */
 const addressLimits: Partial<Record<BrokenApiId, number>> = {
@@ -137,9 +141,10 @@ const addressLimits: Partial<Record<BrokenApiId, number>> = {
   "throttles-address-after-295-failures": 295,
 };
 
-/** The token endpoint's answer to a failed client authentication, as the reference writes it. */
-function refuseClient(res: ServerResponse, headers: Record<string, string> = {}): void {
-  res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store", ...headers }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
+/** The token endpoint's answer to a failed client authentication, as the reference writes it; `basic`: the client tried HTTP Basic, so the answer challenges it (RFC 6749 §5.2). */
+function refuseClient(res: ServerResponse, basic = false): void {
+  const challenge: Record<string, string> = basic ? { "www-authenticate": 'Basic realm="partner-platform"' } : {};
+  res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store", ...challenge }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
 }
 
 /** An RFC 6749 §5.2 error of the token endpoint. */
@@ -192,8 +197,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const register = contract.apiOperations.find((o) => o.operationId === "registerWebhook")!;
   /** The fronts of addressLimits: what each address spent in its window. */
   const perAddress = new Map<string, { start: number; count: number }>();
-  /** basic-failures-not-counted, throttle-window-ends-mid-check: the reference's clients (any other client id is unknown). */
-  const knownClients = new Set(loadConfig().clients.map((c) => c.clientId));
+  /** The reference's clients (any other client id is unknown). */
+  const clients = loadConfig().clients;
+  const knownClients = new Set(clients.map((c) => c.clientId));
   /** throttle-window-ends-mid-check: requests per unknown client id, and when the front's windows began (at the first 5th). */
   const requestsOf = new Map<string, number>();
   let windowsFrom: number | undefined;
@@ -278,7 +284,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "secrets-ignore-case" && isToken) {
       // A secret matching a client's in any letter case is taken as that client's.
-      const client = loadConfig().clients.find((c) => c.clientId === clientIdOf(req, body));
+      const client = clients.find((c) => c.clientId === clientIdOf(req, body));
       const form = new URLSearchParams(body.toString("utf8"));
       const sent = form.get("client_secret");
       if (client && sent !== null && sent.toLowerCase() === client.clientSecret.toLowerCase()) {
@@ -287,9 +293,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
     }
     if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {
-      const basic = basicCredentials(req.headers.authorization);
-      const sent = typeof basic === "object" ? basic : { clientId: clientIdOf(req, body), clientSecret: new URLSearchParams(body.toString("utf8")).get("client_secret") ?? "" };
-      const client = loadConfig().clients.find((c) => c.clientId === sent.clientId);
+      const sent = credentialsOf(req, body);
+      const client = clients.find((c) => c.clientId === sent.clientId);
       if (client && id === "right-secret-passes-the-throttle") {
         const answer = await forward(req, body);
         if (answer.status !== 429 || sent.clientSecret !== client.clientSecret) return reply(res, answer);
@@ -300,7 +305,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (client && sent.clientSecret !== client.clientSecret) {
         // Refused here, never forwarded: the reference's budgets never see it; counted by the front alone.
         realFailures.set(client.clientId, (realFailures.get(client.clientId) ?? 0) + 1);
-        return refuseClient(res, typeof basic === "object" ? { "www-authenticate": 'Basic realm="partner-platform"' } : {});
+        return refuseClient(res, sent.basic);
       }
       if (client && id === "success-resets-failure-count") {
         if ((realFailures.get(client.clientId) ?? 0) >= perClientId) return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": "60", "cache-control": "no-store" });
@@ -310,21 +315,20 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
     }
     if (id === "basic-failures-not-counted" && isToken) {
-      const basic = basicCredentials(req.headers.authorization);
+      const sent = credentialsOf(req, body);
       // Refused here, never forwarded: the reference's budgets never see it.
-      if (typeof basic === "object" && !knownClients.has(basic.clientId)) return refuseClient(res, { "www-authenticate": 'Basic realm="partner-platform"' });
+      if (sent.basic && !knownClients.has(sent.clientId)) return refuseClient(res, true);
     }
     if (id === "throttle-window-ends-mid-check" && isToken) {
       // Each unknown client id is forwarded as one per window, so the reference's budget per client id
       // starts again at each of the front's window ends; the first comes at an id's 5th failed request.
-      const clientId = clientIdOf(req, body);
-      if (!knownClients.has(clientId)) {
-        const n = (requestsOf.get(clientId) ?? 0) + 1;
-        requestsOf.set(clientId, n);
+      const sent = credentialsOf(req, body);
+      if (!knownClients.has(sent.clientId)) {
+        const n = (requestsOf.get(sent.clientId) ?? 0) + 1;
+        requestsOf.set(sent.clientId, n);
         if (n === 5) windowsFrom ??= Date.now();
-        const windowed = `${clientId}~${windowsFrom === undefined ? -1 : Math.floor((Date.now() - windowsFrom) / 60_000)}`;
-        const basic = basicCredentials(req.headers.authorization);
-        if (typeof basic === "object") return reply(res, await forward(req, body, { authorization: basicOf(windowed, basic.clientSecret) }));
+        const windowed = `${sent.clientId}~${windowsFrom === undefined ? -1 : Math.floor((Date.now() - windowsFrom) / 60_000)}`;
+        if (sent.basic) return reply(res, await forward(req, body, { authorization: basicOf(windowed, sent.clientSecret) }));
         const form = new URLSearchParams(body.toString("utf8"));
         form.set("client_id", windowed);
         return reply(res, await forward(req, Buffer.from(form.toString())));
@@ -467,7 +471,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, Buffer.from(form.toString())));
     }
     if (id === "malformed-basic-is-invalid-client" && isToken && /^Basic /i.test(req.headers.authorization ?? "") && typeof basicCredentials(req.headers.authorization) !== "object") {
-      return refuseClient(res, { "www-authenticate": 'Basic realm="partner-platform"' });
+      return refuseClient(res, true);
     }
     if (id === "reads-created-resources" && req.method === "GET" && [register.path, create.path].some((p) => path === p || path.startsWith(`${p}/`))) {
       return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ items: [] }));

@@ -126,6 +126,18 @@ function oldDenylist(url: string): string | undefined {
 }
 
 /** An outcome of an attempt that got no complete answer (the reference's `send` says so in its error). */
+/** Each disable notice, then another with a new Message-ID (`tag` in it) `delayMs` later, or at once. */
+const sendsASecondNotice =
+  (tag: string, delayMs: number): PartsOverride =>
+  (base) => ({
+    async sendMail(mail) {
+      await base.sendMail(mail);
+      const again = { ...mail, headers: { ...mail.headers, "Message-ID": (mail.headers?.["Message-ID"] ?? "<disabled@partner-platform.example>").replace("@", `-${tag}@`) } };
+      if (delayMs === 0) return base.sendMail(again);
+      setTimeout(() => void base.sendMail(again).catch(() => undefined), delayMs).unref();
+    },
+  });
+
 const timedOut = (o: Outcome) => /within the attempt timeout/.test(o.error ?? "");
 
 let fixedId: string | undefined;
@@ -559,27 +571,12 @@ export const brokenServers: BrokenServer[] = [
   },
   {
     id: "sends-second-email-with-new-message-id",
-    parts: (base) => ({
-      async sendMail(mail) {
-        await base.sendMail(mail);
-        // A repeat that a mail system cannot tell from a new notice.
-        const id = mail.headers?.["Message-ID"] ?? "<disabled@partner-platform.example>";
-        await base.sendMail({ ...mail, headers: { ...mail.headers, "Message-ID": id.replace("@", "-again@") } });
-      },
-    }),
+    // A repeat that a mail system cannot tell from a new notice.
+    parts: sendsASecondNotice("again", 0),
   },
   // The notice, then 2 s later another with a new Message-ID (a send tried again after its outcome was
   // lost, named anew): within the 5 s a notice may take, so a check must wait them out to see it.
-  {
-    id: "sends-second-notice-2-s-later",
-    parts: (base) => ({
-      async sendMail(mail) {
-        await base.sendMail(mail);
-        const again = { ...mail, headers: { ...mail.headers, "Message-ID": (mail.headers["Message-ID"] ?? "<disabled@partner-platform.example>").replace("@", "-later@") } };
-        setTimeout(() => void base.sendMail(again).catch(() => undefined), 2000).unref();
-      },
-    }),
-  },
+  { id: "sends-second-notice-2-s-later", parts: sendsASecondNotice("later", 2000) },
   // Each retry rebuilt with the time it is made: same id, other bytes (D3: a retry repeats the event).
   {
     id: "restamps-retries",
