@@ -47,8 +47,8 @@ export interface DeliverOptions {
   timeoutMs?: number;
   /** For HTTPS with a private CA (`--ca`) or none at all (`--insecure`). */
   dispatcher?: Dispatcher;
-  /** A signature header to send instead of the right one (null: none), for testing receivers. */
-  header?: string | null;
+  /** A signature header to send instead of the right one (null: none; several: as many header lines), for testing receivers. */
+  header?: string | string[] | null;
   /** The signature header's name as written on the wire (names are case-insensitive); default the spec's, in lowercase. */
   headerName?: string;
   /** A method and a content type (null: none) other than a delivery's, for testing receivers. */

@@ -3,7 +3,7 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { readRawBody, sendProblem, verifyDelivery, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
+import { eventNames, readRawBody, sendProblem, verifyDelivery, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
 import { sharedEventExample } from "../../src/spec.js";
 import { reserializations } from "../receiver/index.js";
 
@@ -81,7 +81,13 @@ export function handWrittenReceiver(
         for (let end = buffer.indexOf("\r\n\r\n"); end >= 0 && socket.writable; end = buffer.indexOf("\r\n\r\n")) {
           const [requestLine = "", ...lines] = buffer.subarray(0, end).toString("latin1").split("\r\n");
           if (!/^POST \S+ HTTP\/1\.1$/.test(requestLine)) return void (answer(400, true), socket.end());
-          const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+          // Repeated lines of a header are one list (RFC 9110 §5.3).
+          const headers: Record<string, string> = {};
+          for (const l of lines) {
+            const name = l.slice(0, l.indexOf(":")).trim().toLowerCase();
+            const value = l.slice(l.indexOf(":") + 1).trim();
+            headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+          }
           const signature = headers[header()];
           if ((answersBeforeBody && !signature) || (refusesMalformedBeforeBody && signature && !/^[0-9a-f]{64}$/.test(signature))) {
             buffer = buffer.subarray(end + 4); // the body stays, to be read as the next request
@@ -184,9 +190,9 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   // Looks the header up by its exact lowercase name in the raw headers (a hand-written parser's habit).
   "reads-lowercase-header-name-only": (secret) => (req, res) => {
     const raw = req.rawHeaders;
-    const at = raw.findIndex((name, i) => i % 2 === 0 && name === header());
+    const values = raw.flatMap((name, i) => (i % 2 === 0 && name === header() ? [raw[i + 1]!] : []));
     delete req.headers[header()];
-    if (at >= 0) req.headers[header()] = raw[at + 1];
+    if (values.length > 0) req.headers[header()] = values.join(", ");
     receiver(secret, (_body, _signature, correct) => correct())(req, res);
   },
   "limits-body-to-16-kib": (secret) => receiver(secret, (_body, _signature, correct) => correct(), 16 * 1024),
@@ -255,6 +261,47 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "refuses-after-reading-1-kib": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { readsBeforeRefusing: 1024 }),
   "refuses-malformed-before-reading-body": (secret) =>
     handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { refusesMalformedBeforeBody: true }),
+  "accepts-plain-sha1": (secret) =>
+    receiver(secret, (body, signature, correct) => (signature === createHash("sha1").update(body).digest("hex") ? 204 : correct())),
+  // Picks the HMAC's hash by the header's length (40 hex digits SHA-1, 128 SHA-512), as receivers of several providers do.
+  "picks-hash-by-header-length": (secret) =>
+    receiver(secret, (body, signature) => {
+      const hash = { 40: "sha1", 96: "sha384", 128: "sha512" }[signature?.length ?? 0] ?? "sha256";
+      return signature === createHmac(hash, secret).update(body).digest("hex") ? 204 : 401;
+    }),
+  // Drops (acknowledges) events stamped more than 30 days ago before verifying them.
+  "acknowledges-very-old-events-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (Date.now() - Date.parse(envelopeOf(body).timestamp ?? "") > 30 * 86_400_000 ? 204 : correct())),
+  // Drops (acknowledges) events stamped more than an hour ahead of its clock before verifying them.
+  "acknowledges-events-ahead-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (Date.parse(envelopeOf(body).timestamp ?? "") > Date.now() + 3600_000 ? 204 : correct())),
+  // Acknowledges, unverified, an event of a name it does not know (one a later version adds) as not wanted.
+  "acknowledges-unknown-events-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (eventNames.includes(envelopeOf(body).event as EventName) ? correct() : 204)),
+  // A router with POST and PUT verified, and a catch-all acknowledging the rest.
+  "verifies-post-and-put-only": (secret) => acknowledgesUnverified(secret, (req) => req.method !== "POST" && req.method !== "PUT"),
+  // Remembers two deliveries of an id: a third (a second retry) is refused as a replay.
+  "refuses-third-delivery-of-an-id": (secret) => {
+    const deliveries = new Map<string, number>();
+    return receiver(secret, (body, _signature, correct) => {
+      const verdict = correct();
+      if (verdict >= 300) return verdict;
+      const id = envelopeOf(body).id ?? "";
+      deliveries.set(id, (deliveries.get(id) ?? 0) + 1);
+      return deliveries.get(id)! > 2 ? 409 : verdict;
+    });
+  },
+  "accepts-any-space-separated-signature": (secret) =>
+    receiver(secret, (body, signature) => ((signature ?? "").split(" ").some((s) => s === hmac(body, secret)) ? 204 : 401)),
+  // Reads the first of repeated header lines (Python's message.get, Go's Header.Get), not the list they make.
+  "reads-first-signature-header-line": (secret) => (req, res) => {
+    const at = req.rawHeaders.findIndex((name, i) => i % 2 === 0 && name.toLowerCase() === header());
+    if (at >= 0) req.headers[header()] = req.rawHeaders[at + 1];
+    receiver(secret, (_body, _signature, correct) => correct())(req, res);
+  },
+  "strips-v1-prefix": (secret) => receiver(secret, (body, signature) => (signature?.replace(/^v1=/, "") === hmac(body, secret) ? 204 : 401)),
+  "verifies-raw-or-indented-by-2": (secret) => verifiesRawOr(secret, "indented by 2 (json.dumps with indent=2)"),
+  "verifies-raw-or-tab-indented": (secret) => verifiesRawOr(secret, "indented by a tab (json.dumps with indent='\\t')"),
   // Slow only on its first delivery (a cold start): one late answer must be enough to fail.
   "answers-after-timeout": (secret, { delayMs }) => {
     let first = true;

@@ -80,7 +80,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusRequestEntityTooLarge, "Payload too large", "")
 		return
 	}
-	if err := Verify(body, r.Header.Get("X-Service-Signature"), rc.secret); err != nil {
+	// Every line of the header, joined as HTTP reads them (RFC 9110 §5.3): two signatures are none.
+	signature := strings.Join(r.Header.Values("X-Service-Signature"), ", ")
+	if err := Verify(body, signature, rc.secret); err != nil {
 		problem(w, http.StatusUnauthorized, "Invalid signature", err.Error())
 		return
 	}

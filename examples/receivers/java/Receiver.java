@@ -16,6 +16,7 @@ import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.util.Base64;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -62,7 +63,9 @@ public class Receiver {
             problem(exchange, 413, "Payload too large", "");
             return;
         }
-        String reason = verify(body, exchange.getRequestHeaders().getFirst("X-Service-Signature"), secret);
+        // Every line of the header, joined as HTTP reads them (RFC 9110 §5.3): two signatures are none.
+        String signature = String.join(", ", exchange.getRequestHeaders().getOrDefault("X-Service-Signature", List.of()));
+        String reason = verify(body, signature, secret);
         // docs:raw-body:end
         if (reason != null) {
             problem(exchange, 401, "Invalid signature", reason);

@@ -55,7 +55,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(413, "Payload too large")
         # docs:raw-body:start
         body = self.rfile.read(length)  # the exact bytes received
-        problem = verify(body, self.headers.get("X-Service-Signature"), SECRET)
+        # Every line of the header, joined as HTTP reads them (RFC 9110 §5.3): two signatures are none.
+        signature = ", ".join(self.headers.get_all("X-Service-Signature", [])) or None
+        problem = verify(body, signature, SECRET)
         # docs:raw-body:end
         if problem:
             return self.answer(401, "Invalid signature", problem)
