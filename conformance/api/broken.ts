@@ -29,6 +29,12 @@ export const brokenApis = [
   { id: "scope-confusion", description: "A token issued for two or more scopes acts with every scope its client may have." },
   { id: "basic-401-without-challenge", description: "The token endpoint answers a failed HTTP Basic authentication with 401 invalid_client but no WWW-Authenticate: Basic challenge." },
   { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
+  { id: "trims-secrets", description: "The token endpoint trims the client secret of the form before comparing it (D11: compared exactly)." },
+  { id: "compares-ids-as-numbers", description: "Reads ids as numbers: a category or business id with a 0 before it finds the one without (ids are strings, D17)." },
+  { id: "accepts-http-webhook-urls", description: "Registers a webhook whose url is http:// as if it were https:// (D16: https only)." },
+  { id: "labels-search-latin-1", description: "Labels a search's answer charset=iso-8859-1, though its bytes are UTF-8 (RFC 8259 §8.1: JSON is UTF-8)." },
+  { id: "lower-cases-emails", description: "A created service request's customer e-mail is held lower-cased, not as sent." },
+  { id: "trims-names", description: "A created service request's customer name is held trimmed of outer spaces, not as sent." },
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
@@ -282,6 +288,14 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (id.startsWith("limits-token-requests-") || answer.status === 401) window.count++;
       return reply(res, answer);
     }
+    if (id === "trims-secrets" && isToken) {
+      const form = new URLSearchParams(body.toString("utf8"));
+      const sent = form.get("client_secret");
+      if (sent !== null && sent !== sent.trim()) {
+        form.set("client_secret", sent.trim());
+        return reply(res, await forward(req, Buffer.from(form.toString())));
+      }
+    }
     if (id === "secrets-ignore-case" && isToken) {
       // A secret matching a client's in any letter case is taken as that client's.
       const client = clients.find((c) => c.clientId === clientIdOf(req, body));
@@ -480,7 +494,17 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if ((id === "accepts-text-json" && mediaTypeOf(type) === "text/json") || (id === "ignores-charset" && /charset=iso-8859-1/i.test(type))) {
       return reply(res, await forward(req, body, { "content-type": "application/json" }));
     }
-    const answer = await forward(req, body);
+    if (id === "compares-ids-as-numbers" && !isToken) {
+      // Ids read as numbers: leading zeros dropped from the query's and the body's ids before the reference sees them.
+      const [pathname, query = ""] = (req.url ?? "").split("?");
+      req.url = `${pathname}${query ? `?${query.replace(/(_id=)0+(?=\d)/g, "$1")}` : ""}`;
+      const zeros = /("\w+ID"\s*:\s*")0+(?=\d)/g;
+      // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
+      return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
+    }
+    const plainHttp = id === "accepts-http-webhook-urls" && req.method === register.method && path === register.path && /"url"\s*:\s*"http:\/\//.test(body.toString("utf8"));
+    // Registered as if it were https, and answered with the URL sent.
+    const answer = await forward(req, plainHttp ? Buffer.from(body.toString("utf8").replace(/("url"\s*:\s*")http:\/\//, "$1https://")) : body);
     const sent = (() => {
       try {
         return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
@@ -507,6 +531,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "answers-in-its-own-form" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
       answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/error="insufficient_scope", /, "");
     }
+    if (plainHttp && answer.status === 201) rewrite((w) => (w.url = sent.url));
+    if (id === "lower-cases-emails" && creating && answer.status === 201) rewrite((r) => (r.customer.email = String(r.customer.email).toLowerCase()));
+    if (id === "trims-names" && creating && answer.status === 201) rewrite((r) => (r.customer.name = String(r.customer.name).trim()));
+    if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
     if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));

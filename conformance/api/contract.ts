@@ -55,6 +55,8 @@ export interface Operation {
   successExamples: SuccessExample[];
   /** The problem types (URNs) its responses declare. */
   problemTypes: string[];
+  /** Each 422 example's request body (`x-request-body`, D61) and the pointers its problem names. */
+  invalidExamples: { name: string; body: unknown; pointers: string[] }[];
 }
 
 export interface ResponseSeen {
@@ -186,6 +188,15 @@ function buildContract(doc: Json): Contract {
           })),
         ),
       );
+    const invalidExamples = Object.values((((op.responses as Json)["422"] as Json | undefined)?.content ?? {}) as Json).flatMap((m) =>
+      Object.entries(((m as Json).examples ?? {}) as Json)
+        .filter(([, example]) => (example as Json)["x-request-body"] !== undefined)
+        .map(([name, example]) => ({
+          name,
+          body: (example as Json)["x-request-body"],
+          pointers: (((example as Json).value as Json).errors as { pointer: string }[]).map((e) => e.pointer),
+        })),
+    );
     const security = (op.security ?? doc.security ?? []) as Record<string, string[]>[];
     const problemTypes = new Set<string>();
     const seenRefs = new Set<string>();
@@ -216,6 +227,7 @@ function buildContract(doc: Json): Contract {
       ...(limitKiB ? { bodyLimitBytes: Number(limitKiB) * 1024 } : {}),
       successExamples,
       problemTypes: [...problemTypes],
+      invalidExamples,
     };
   }
 
@@ -260,6 +272,9 @@ function buildContract(doc: Json): Contract {
       return [...out, `Content-Type ${mediaType || "(none)"} is not declared for ${status} (declared: ${Object.keys(content).join(", ")})`];
     }
     if (!isJsonMediaType(mediaType)) return out;
+    // RFC 8259 §8.1: JSON is UTF-8; a charset parameter naming anything else tells clients to decode it wrongly.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(String(response.headers["content-type"]))?.[1];
+    if (charset !== undefined && charset.toLowerCase() !== "utf-8") return [...out, `Content-Type names charset=${charset}: JSON is UTF-8, and a client decoding the ${mediaType} body as ${charset} reads other characters (RFC 8259 §8.1)`];
     // RFC 8259 §8.1: JSON sent over a network has no byte order mark (a lenient parser skips it; a strict one fails).
     if (response.text.startsWith("\uFEFF")) return [...out, `the ${mediaType} body starts with a byte order mark (U+FEFF), which JSON sent over a network must not have (RFC 8259 §8.1)`];
     let body: unknown;

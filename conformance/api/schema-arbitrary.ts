@@ -111,7 +111,8 @@ function fitsString(s: Schema): (v: string) => boolean {
     codePoints(v) >= (s.minLength ?? 0) && (s.maxLength === undefined || codePoints(v) <= s.maxLength) && (!pattern || pattern.test(v));
 }
 
-const label = fc.stringMatching(/^[a-z0-9]{1,12}$/);
+// Letters in both cases: a created resource holds an address as it was sent, not lower-cased.
+const label = fc.stringMatching(/^[A-Za-z0-9]{1,12}$/);
 
 function stringArbitrary(s: Schema): fc.Arbitrary<string> {
   let arb: fc.Arbitrary<string>;
@@ -131,10 +132,9 @@ function stringArbitrary(s: Schema): fc.Arbitrary<string> {
       break;
     default: {
       const minLength = s.minLength ?? 0;
-      arb =
-        typeof s.pattern === "string"
-          ? fc.stringMatching(new RegExp(s.pattern))
-          : fc.string({ unit: "grapheme-composite", minLength, maxLength: s.maxLength ?? minLength + 32 });
+      const text = fc.string({ unit: "grapheme-composite", minLength, maxLength: s.maxLength ?? minLength + 32 });
+      // Free text half the time with a space at each end, which a created resource keeps (held as sent, not trimmed).
+      arb = typeof s.pattern === "string" ? fc.stringMatching(new RegExp(s.pattern)) : fc.oneof(text, text.map((v) => ` ${v} `));
     }
   }
   return arb.filter(fitsString(s));
