@@ -42,15 +42,24 @@ describe("arbitraryOf", () => {
     expect(new Set(categories).size).toBeGreaterThan(5);
   });
 
-  it("generates public-looking https URLs, distinct events and short safe e-mail addresses", () => {
+  it("generates public-looking https URLs, distinct events and short safe e-mail addresses in both letter cases", () => {
     for (const value of fc.sample(arbitraryOf({ $ref: "#/components/schemas/WebhookRegistration" }, resolve), { seed: 3, numRuns: 100 })) {
       const { url, events } = value as { url: string; events: string[] };
       expect(url).toMatch(/^https:\/\/hooks\.example\.com\//);
       expect(new Set(events).size).toBe(events.length);
     }
-    for (const email of fc.sample(arbitraryOf({ type: "string", format: "email" }, resolve), { seed: 3, numRuns: 100 })) {
-      expect(email).toMatch(/^[a-z0-9]+(\.[a-z0-9]+)?@[a-z0-9]+\.example\.com$/);
-    }
+    const emails = fc.sample(arbitraryOf({ type: "string", format: "email" }, resolve), { seed: 3, numRuns: 100 }) as string[];
+    for (const email of emails) expect(email).toMatch(/^[A-Za-z0-9]+(\.[A-Za-z0-9]+)?@[A-Za-z0-9]+\.example\.com$/);
+    // A server that lower-cases what it holds must meet upper-case letters (D17: held as sent).
+    expect(emails.filter((email) => /[A-Z]/.test(email)).length).toBeGreaterThan(50);
+  });
+
+  it("generates free text with a space at each end about half the time, within its bounds", () => {
+    const texts = fc.sample(arbitraryOf({ type: "string", minLength: 1, maxLength: 40 }, resolve), { seed: 3, numRuns: 200 }) as string[];
+    const padded = texts.filter((t) => t.startsWith(" ") && t.endsWith(" "));
+    expect(padded.length).toBeGreaterThan(60);
+    expect(padded.length).toBeLessThan(140);
+    for (const t of texts) expect([...t].length).toBeGreaterThanOrEqual(1);
   });
 
   it("honours bounds, exclusive bounds, const, nullable types and anyOf", () => {
