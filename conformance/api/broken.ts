@@ -193,6 +193,16 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     return { status: response.statusCode, headers: response.headers, body: Buffer.from(await response.body.arrayBuffer()) };
   }
 
+  /** Forwards a token request with the form's client_secret replaced by what `replace` makes of it; undefined (not forwarded) where it makes nothing. */
+  async function withFormSecret(req: IncomingMessage, body: Buffer, replace: (sent: string) => string | undefined): Promise<Forwarded | undefined> {
+    const form = new URLSearchParams(body.toString("utf8"));
+    const sent = form.get("client_secret");
+    const replacement = sent === null ? undefined : replace(sent);
+    if (replacement === undefined) return undefined;
+    form.set("client_secret", replacement);
+    return forward(req, Buffer.from(form.toString()));
+  }
+
   function reply(res: ServerResponse, answer: Forwarded): void {
     for (const [name, value] of Object.entries(answer.headers)) {
       if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value);
@@ -289,22 +299,14 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, answer);
     }
     if (id === "trims-secrets" && isToken) {
-      const form = new URLSearchParams(body.toString("utf8"));
-      const sent = form.get("client_secret");
-      if (sent !== null && sent !== sent.trim()) {
-        form.set("client_secret", sent.trim());
-        return reply(res, await forward(req, Buffer.from(form.toString())));
-      }
+      const answer = await withFormSecret(req, body, (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
+      if (answer) return reply(res, answer);
     }
     if (id === "secrets-ignore-case" && isToken) {
       // A secret matching a client's in any letter case is taken as that client's.
       const client = clients.find((c) => c.clientId === clientIdOf(req, body));
-      const form = new URLSearchParams(body.toString("utf8"));
-      const sent = form.get("client_secret");
-      if (client && sent !== null && sent.toLowerCase() === client.clientSecret.toLowerCase()) {
-        form.set("client_secret", client.clientSecret);
-        return reply(res, await forward(req, Buffer.from(form.toString())));
-      }
+      const answer = await withFormSecret(req, body, (sent) => (client && sent.toLowerCase() === client.clientSecret.toLowerCase() ? client.clientSecret : undefined));
+      if (answer) return reply(res, answer);
     }
     if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {
       const sent = credentialsOf(req, body);

@@ -249,16 +249,19 @@ const unseenLeadId = () => String(randomInt(10 ** 12, 10 ** 13));
 
 /** Hashes by their names in node:crypto and in prose. */
 const hashNames: Record<string, string> = { sha256: "SHA-256", sha1: "SHA-1", md5: "MD5", sha512: "SHA-512", sha384: "SHA-384" };
+/** Plain digests anyone can compute, and the hashes whose HMACs with the secret are not HMAC-SHA256's (D2). */
+const UNKEYED_HASHES = ["sha256", "sha1", "md5", "sha512"];
+const OTHER_HMAC_HASHES = ["sha1", "md5", "sha512", "sha384"];
 
 /** The signatures anyone can make of a body without the secret. */
 const keyless: Record<string, (body: Buffer) => string> = {
   "the HMAC keyed with no bytes": (body) => createHmac("sha256", "").update(body).digest("hex"),
-  ...Object.fromEntries(Object.entries(hashNames).filter(([hash]) => hash !== "sha384").map(([hash, name]) => [`the ${name} of the body, unkeyed`, (body: Buffer) => createHash(hash).update(body).digest("hex")])),
+  ...Object.fromEntries(UNKEYED_HASHES.map((hash) => [`the ${hashNames[hash]} of the body, unkeyed`, (body: Buffer) => createHash(hash).update(body).digest("hex")])),
 };
 
 /** HMACs keyed with the secret, of another hash than SHA-256 (the header is HMAC-SHA256's, D2). */
 const otherHmacs: Record<string, (body: Buffer, secret: string) => string> = Object.fromEntries(
-  Object.entries(hashNames).filter(([hash]) => hash !== "sha256").map(([hash, name]) => [`HMAC-${name.replace("-", "")}`, (body: Buffer, secret: string) => createHmac(hash, secret).update(body).digest("hex")]),
+  OTHER_HMAC_HASHES.map((hash) => [`HMAC-${hashNames[hash]!.replace("-", "")}`, (body: Buffer, secret: string) => createHmac(hash, secret).update(body).digest("hex")]),
 );
 
 export const receiverChecks: Check<ReceiverContext>[] = [
