@@ -35,6 +35,14 @@ export const brokenApis = [
   { id: "labels-search-latin-1", description: "Labels a search's answer charset=iso-8859-1, though its bytes are UTF-8 (RFC 8259 §8.1: JSON is UTF-8)." },
   { id: "lower-cases-emails", description: "A created service request's customer e-mail is held lower-cased, not as sent." },
   { id: "trims-names", description: "A created service request's customer name is held trimmed of outer spaces, not as sent." },
+  { id: "counts-lengths-in-bytes", description: "Counts a webhook secret's length in UTF-8 bytes: 15 characters of é (30 bytes) are registered (D16: code points)." },
+  { id: "zip-matches-before-a-line-feed", description: "Checks zip codes with a pattern whose $ matches before a final line feed (PHP, Python): 10001 and a line feed is taken as 10001." },
+  { id: "https-in-any-case", description: "Registers a webhook whose url starts HTTPS:// (the schema's pattern is ^https://, case-sensitive)." },
+  { id: "event-names-in-any-case", description: "Takes event names in any letter case: LEAD.CREATED subscribes to lead.created (D16: one of the eight names)." },
+  { id: "hints-the-secret-in-a-header", description: "A registered webhook's 201 has a header X-Webhook-Secret-Hint with the secret's last 8 characters (D16: never returned, nor a part)." },
+  { id: "returns-the-secret-in-base64", description: "A registered webhook is answered with a secretRef member: its secret in base64 (D16: never returned, in no form)." },
+  { id: "scopes-ignore-case", description: "Takes scopes in any letter case: a token requested for DEMAND::SEARCH is issued for demand::search (RFC 6749 §3.3: compared exactly)." },
+  { id: "tokens-ignore-case", description: "Looks bearer tokens up without regard to letter case: a real token with its letters swapped is taken for it." },
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
@@ -106,6 +114,11 @@ export const legalApis = [
       "D30's windows are fixed, and one ends between a made-up client id's 4th and 5th failed authentication: that id's budget starts again in the next window (a window aligned to the clock may end at any moment of a check).",
   },
   {
+    id: "hands-back-live-tokens",
+    description:
+      "A successful token request of a client that holds a live token of the same scopes is answered with that token, its lifetime renewed, instead of a new one (D32: nothing new is issued, so nothing is revoked).",
+  },
+  {
     id: "behind-one-address",
     description: "A proxy in front, as Docker's published ports are: the implementation sees every request come from one address, so D30's budget per address counts the suite's requests from all its addresses together.",
   },
@@ -137,6 +150,17 @@ function credentialsOf(req: IncomingMessage, body: Buffer): { clientId: string; 
 
 /** The client id of a token request: HTTP Basic's, else the form's. */
 const clientIdOf = (req: IncomingMessage, body: Buffer): string => credentialsOf(req, body).clientId;
+
+/**
+ * Fronts that read a JSON request body more leniently than the contract: the text they forward in its
+ * place (the reference then answers the lenient reading: a 201 where the contract says 422).
+ */
+const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = {
+  "counts-lengths-in-bytes": (text) => text.replace(/("secret"\s*:\s*")((?:é){1,15})"/, (_, start: string, short: string) => `${start}${short}${"x".repeat(16 - [...short].length)}"`),
+  "zip-matches-before-a-line-feed": (text) => text.replace(/("\d{5})\\n"/g, "$1\""),
+  "https-in-any-case": (text) => text.replace(/("url"\s*:\s*")https:\/\//i, "$1https://"),
+  "event-names-in-any-case": (text) => text.replace(/("events"\s*:\s*\[)([^\]]*)\]/, (_, start: string, names: string) => `${start}${names.toLowerCase()}]`),
+};
 
 /** Token requests from one address a front lets through (a rate limit of the deployment, D18), or failed authentications before it throttles the address. */
 const addressLimits: Partial<Record<BrokenApiId, number>> = {
@@ -219,6 +243,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   /** throttle-window-ends-mid-check: requests per unknown client id, and when the front's windows began (at the first 5th). */
   const requestsOf = new Map<string, number>();
   let windowsFrom: number | undefined;
+  /** tokens-ignore-case: every token the reference issued through the front. */
+  const issuedTokens = new Set<string>();
+  /** hands-back-live-tokens: per client and scope set, the token it was handed and the reference's newest. */
+  const liveTokens = new Map<string, { handedOut: string; newest: string }>();
   /** success-resets-failure-count, real-clients-failures-not-counted: a real client's wrong secrets, counted by the front. */
   const realFailures = new Map<string, number>();
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
@@ -246,6 +274,40 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "rate-limited" && !limitedOnce.has(`${req.method} ${path}`)) {
       limitedOnce.add(`${req.method} ${path}`);
       return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", ...(path === token.path ? { "cache-control": "no-store" } : {}) });
+    }
+    if (id === "scopes-ignore-case" && isToken) {
+      const form = new URLSearchParams(body.toString("utf8"));
+      const scope = form.get("scope");
+      if (scope !== null && scope !== scope.toLowerCase()) {
+        form.set("scope", scope.toLowerCase());
+        return reply(res, await forward(req, Buffer.from(form.toString())));
+      }
+    }
+    if (id === "tokens-ignore-case") {
+      if (isToken) {
+        const answer = await forward(req, body);
+        if (answer.status === 200) issuedTokens.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
+        return reply(res, answer);
+      }
+      const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+      const real = bearer === undefined ? undefined : [...issuedTokens].find((t) => t.toLowerCase() === bearer.toLowerCase());
+      return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
+    }
+    if (id === "hands-back-live-tokens") {
+      // The client's token is the first the reference issued it for these scopes; each request with it is
+      // sent on with the newest the reference issued (which its cap keeps alive), as one token renewed would be.
+      if (!isToken) {
+        const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+        const renewed = [...liveTokens.values()].find((t) => t.handedOut === bearer)?.newest;
+        return reply(res, await forward(req, body, renewed ? { authorization: `Bearer ${renewed}` } : {}));
+      }
+      const answer = await forward(req, body);
+      if (answer.status !== 200) return reply(res, answer);
+      const issued = JSON.parse(answer.body.toString("utf8")) as { access_token: string; scope?: string };
+      const key = `${credentialsOf(req, body).clientId} ${(issued.scope ?? "").split(" ").sort().join(" ")}`;
+      const held = liveTokens.get(key) ?? { handedOut: issued.access_token, newest: issued.access_token };
+      liveTokens.set(key, { ...held, newest: issued.access_token });
+      return reply(res, { ...answer, body: Buffer.from(JSON.stringify({ ...issued, access_token: held.handedOut })) });
     }
     if (id === "other-partners-businesses" && req.method === register.method && path === register.path) {
       const businessID = (() => {
@@ -505,8 +567,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
     }
     const plainHttp = id === "accepts-http-webhook-urls" && req.method === register.method && path === register.path && /"url"\s*:\s*"http:\/\//.test(body.toString("utf8"));
-    // Registered as if it were https, and answered with the URL sent.
-    const answer = await forward(req, plainHttp ? Buffer.from(body.toString("utf8").replace(/("url"\s*:\s*")http:\/\//, "$1https://")) : body);
+    if (id === "zip-matches-before-a-line-feed") req.url = (req.url ?? "").replace(/(zip=\d{5})%0A/gi, "$1");
+    // Registered as if it were https, and answered with the URL sent; or read leniently (lenientReadings).
+    // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
+    const lenient = isToken ? undefined : lenientReadings[id]?.(body.toString("utf8"));
+    const changed = lenient !== undefined && lenient !== body.toString("utf8");
+    const answer = await forward(req, plainHttp ? Buffer.from(body.toString("utf8").replace(/("url"\s*:\s*")http:\/\//, "$1https://")) : changed ? Buffer.from(lenient) : body);
     const sent = (() => {
       try {
         return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
@@ -540,6 +606,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));
+    // Where its last 8 characters can be a header's (printable ASCII).
+    if (id === "hints-the-secret-in-a-header" && registering && answer.status === 201 && typeof sent.secret === "string" && /^[\x20-\x7e]{8}$/.test(sent.secret.slice(-8))) {
+      answer.headers["x-webhook-secret-hint"] = sent.secret.slice(-8);
+    }
+    if (id === "returns-the-secret-in-base64" && registering && answer.status === 201 && typeof sent.secret === "string") {
+      rewrite((w) => (w.secretRef = Buffer.from(sent.secret as string, "utf8").toString("base64")));
+    }
     if (id === "quotes-the-secret-in-problems" && registering && answer.status >= 400 && typeof sent.secret === "string") {
       rewrite((p) => (p.detail = `${String(p.detail)} (secret "${String(sent.secret)}")`));
     }

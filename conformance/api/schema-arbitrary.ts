@@ -311,17 +311,24 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
       const members = (s.enum ?? [s.const]) as unknown[];
       const outsider = type === "string" ? "not-a-member" : typeof members[0] === "number" ? Math.max(...(members as number[])) + 1 : undefined;
       if (outsider !== undefined) emit(tokens, "not-in-enum", outsider);
+      // A member in other letters: members are compared exactly (a case-insensitive lookup takes it).
+      const recased = typeof members[0] === "string" ? (members[0] as string).toUpperCase() : undefined;
+      if (recased !== undefined && !members.includes(recased)) emit(tokens, "not-in-enum", recased);
       return;
     }
     if (typeof v === "string") {
       if (typeof s.pattern === "string") {
         const pattern = new RegExp(s.pattern, "u");
         // Derived from the value, so that generated values give varied faults: a stray character at
-        // either end, the value three times over (too long for a bounded repetition), and empty.
-        const breaking = new Set([`!${v}`, `${v}!`, v.repeat(3), ""].filter((c) => !pattern.test(c)));
+        // either end, the value three times over (too long for a bounded repetition), empty, with a line
+        // feed after it (which `$` matches before in PHP, Python and Perl, not in the ECMA-262 patterns of
+        // JSON Schema), and in other letters (`HTTPS://`: patterns are case-sensitive).
+        const breaking = new Set([`!${v}`, `${v}!`, v.repeat(3), "", `${v}\n`, v.toUpperCase(), v.toLowerCase()].filter((c) => !pattern.test(c)));
         for (const c of breaking) emit(tokens, "pattern", c);
       }
       if (s.minLength > 0) emit(tokens, "too-short", [...v].slice(0, s.minLength - 1).join(""));
+      // Too short in code points, long enough in UTF-8 bytes (D16: lengths are counted in code points).
+      if (s.minLength > 1) emit(tokens, "too-short", "é".repeat(s.minLength - 1));
       if (s.maxLength !== undefined) emit(tokens, "too-long", v + "a".repeat(Math.max(1, s.maxLength + 1 - codePoints(v))));
       if (typeof s.format === "string" && s.format in BAD_FORMAT) emit(tokens, "format", BAD_FORMAT[s.format]);
     }

@@ -11,7 +11,8 @@ import { rootCertificates } from "node:tls";
 import { Agent, interceptors } from "undici";
 import { newEventId, signPayload, type DeliveryRules } from "@partner-platform/sdk";
 import type { RegistrationOverride } from "../../src/server/app.js";
-import { defaultParts, type Outcome, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
+import type { Db } from "../../src/server/store.js";
+import { defaultParts, type DeliveryParts, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
 import { composeDisableMail } from "../../src/server/delivery/mail.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
@@ -44,6 +45,33 @@ export const envelopeBody =
       return { id: made.id, body: JSON.stringify(change(JSON.parse(made.body) as Envelope)) };
     },
   });
+
+/** An attempt made with node:https instead of undici: with Expect: 100-continue, or taking an interim (1xx) answer for the final one. */
+function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; interimIsFinal?: boolean }): DeliveryParts["send"] {
+  return (url, body, signature, signal) =>
+    new Promise<SendResult>((resolve, reject) => {
+      const request = https.request(url, {
+        method: ctx.rules.method,
+        ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])],
+        headers: {
+          "content-type": ctx.rules.contentType,
+          [ctx.rules.signatureHeader.toLowerCase()]: signature,
+          "content-length": String(body.length),
+          ...(how.expectContinue ? { expect: "100-continue" } : {}),
+        },
+      });
+      signal.onabort = () => request.destroy(signal.reason);
+      if (how.expectContinue) request.on("continue", () => request.end(body));
+      else request.end(body);
+      // Below 300, so a success to the check it feeds; the connection, with the real answer unread, is dropped.
+      if (how.interimIsFinal) request.on("information", () => (resolve({ status: 200, timedOut: false }), request.destroy()));
+      request.on("response", (response) => response.resume().on("end", () => resolve({ status: response.statusCode ?? 0, timedOut: false })));
+      request.on("error", (error) => {
+        if (signal.aborted && !signal.timedOut) reject(error);
+        else resolve(signal.timedOut ? { error: "no complete answer within the attempt timeout", timedOut: true } : { error: error.message, timedOut: false });
+      });
+    });
+}
 
 /** Drops the registration errors a predicate picks: the rule they enforce is not checked. */
 const ignoresErrors =
@@ -285,6 +313,19 @@ export const brokenServers: BrokenServer[] = [
   },
   { id: "event-id-without-prefix", parts: envelopeBody((e) => ({ ...e, id: e.id.replace(/^evt_/, "") })) },
   { id: "one-id-for-every-event", parts: envelopeBody((e) => ({ ...e, id: (fixedId ??= e.id) })) },
+  // Ids from a counter of each event name (a sequence per table): unique among one name's events only.
+  (() => {
+    const counters = new Map<string, number>();
+    const variant: BrokenServer = {
+      id: "counts-ids-per-event-name",
+      parts: envelopeBody((e) => {
+        const n = (counters.get(e.event) ?? 0) + 1;
+        counters.set(e.event, n);
+        return { ...e, id: `evt_${String(n).padStart(10, "0")}` };
+      }),
+    };
+    return variant;
+  })(),
   { id: "timestamp-with-offset", parts: envelopeBody((e) => ({ ...e, timestamp: e.timestamp.replace(/Z$/, "+00:00") })) },
   {
     id: "omits-a-required-data-member",
@@ -333,6 +374,21 @@ export const brokenServers: BrokenServer[] = [
     id: "stamps-local-time-as-utc",
     parts: envelopeBody((e) => ({ ...e, timestamp: new Date(Date.parse(e.timestamp) - 5 * 3600_000).toISOString().replace(/\.\d{3}Z$/, "Z") })),
   },
+  // Stamped after the event occurred, within its second (a clock read at the end of the work, say).
+  {
+    id: "stamps-events-half-a-second-late",
+    parts: envelopeBody((e) => ({ ...e, timestamp: new Date(Date.parse(e.timestamp) + 500).toISOString() })),
+  },
+  // A Host header of the host name alone, its port dropped (a client that builds the header by hand).
+  {
+    id: "host-header-without-port",
+    parts: (_base, ctx) => ({
+      send: defaultParts({
+        ...ctx,
+        dispatcher: ctx.dispatcher.compose((dispatch) => (opts, handler) => dispatch({ ...opts, headers: { ...(opts.headers as Record<string, string>), host: new URL(String(opts.origin)).hostname } }, handler)),
+      }).send,
+    }),
+  },
   // A query of its own added to the registered URL (an attempt counter).
   {
     id: "delivers-to-url-with-query",
@@ -352,26 +408,10 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   // Sends with node:https and Expect: 100-continue, the body after the receiver's 100 (undici refuses the header).
-  {
-    id: "asks-for-100-continue",
-    parts: (_base, ctx) => ({
-      send: (url, body, signature, signal) =>
-        new Promise<SendResult>((resolve, reject) => {
-          const request = https.request(url, {
-            method: ctx.rules.method,
-            ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])],
-            headers: { "content-type": ctx.rules.contentType, [ctx.rules.signatureHeader.toLowerCase()]: signature, "content-length": String(body.length), expect: "100-continue" },
-          });
-          signal.onabort = () => request.destroy(signal.reason);
-          request.on("continue", () => request.end(body));
-          request.on("response", (response) => response.resume().on("end", () => resolve({ status: response.statusCode ?? 0, timedOut: false })));
-          request.on("error", (error) => {
-            if (signal.aborted && !signal.timedOut) reject(error);
-            else resolve(signal.timedOut ? { error: "no complete answer within the attempt timeout", timedOut: true } : { error: error.message, timedOut: false });
-          });
-        }),
-    }),
-  },
+  { id: "asks-for-100-continue", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { expectContinue: true }) }) },
+  // Reads an interim answer (103 Early Hints) as the final one, and any status below 300 as a success (as
+  // Python's http.client returns a 103, to a check written `status < 300`): the failure after it is lost.
+  { id: "takes-an-interim-answer-for-a-success", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { interimIsFinal: true }) }) },
 
   // -- Retry schedule and the failure counter ------------------------------------------------------
   {
@@ -738,6 +778,21 @@ export const brokenServers: BrokenServer[] = [
     id: "checks-url-schema-only",
     registration: (base) => ({ refuseUrl: async (url: string) => (urlFormProblem(url) ? undefined : base.refuseUrl(url)) }),
   },
+  // A registration at a disabled webhook's URL enables that webhook again (the partner "fixed" its endpoint).
+  (() => {
+    let db: Db | undefined;
+    const variant: BrokenServer = {
+      id: "re-enables-webhooks-at-a-registered-url",
+      parts: (_base, ctx) => ((db = ctx.db), {}),
+      registration: (base) => ({
+        async refuseUrl(url) {
+          await db?.query("UPDATE webhooks SET status = 'enabled', consecutive_failures = 0 WHERE url = $1 AND status = 'disabled'", [url]);
+          return base.refuseUrl(url);
+        },
+      }),
+    };
+    return variant;
+  })(),
   // Any partner may subscribe to any business (the gap D27 closes); delivery still checks the owner.
   { id: "accepts-another-partners-business", registration: () => ({ owns: () => true }) },
   // ... and delivery does not either: another partner's webhook gets the business's events.

@@ -12,7 +12,8 @@ import { createTestCa, issueServerCertificate, type TestCa, type TestPki } from 
 
 /** How the receiver answers one attempt. */
 export type Answer =
-  | { kind: "status"; status: number; headers?: Record<string, string> }
+  /** With `interim`, a 103 Early Hints first (RFC 9110 §15.2: an interim answer, never the final one). */
+  | { kind: "status"; status: number; headers?: Record<string, string>; interim?: boolean }
   /** Never answer: the sender must give up at its attempt timeout. */
   | { kind: "hang" }
   /** Destroy the connection without an answer. */
@@ -22,6 +23,8 @@ export const answers = {
   ok: { kind: "status", status: 200 } as Answer,
   status: (status: number, headers?: Record<string, string>): Answer => ({ kind: "status", status, headers }),
   redirect: (location: string): Answer => ({ kind: "status", status: 307, headers: { location } }),
+  // The connection closed after it: a client that took the 103 for the answer must not read this one as the next's.
+  afterInterim: (status: number): Answer => ({ kind: "status", status, headers: { connection: "close" }, interim: true }),
   hang: { kind: "hang" } as Answer,
   close: { kind: "close" } as Answer,
 };
@@ -157,6 +160,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       };
       if (answer.kind !== "hang") delivery.answeringAt = performance.now();
       if (answer.kind === "status") {
+        if (answer.interim) res.writeEarlyHints({ link: "</receipt.css>; rel=preload; as=style" });
         res.writeHead(answer.status, { "content-type": "text/plain", ...answer.headers }).end("ok", answered);
       } else if (answer.kind === "close") {
         req.socket.destroy();

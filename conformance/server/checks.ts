@@ -62,23 +62,37 @@ const clockNow = async (ctx: ServerContext) => Date.parse((await ctx.control.clo
 /** The implementation's clock (ms) and the suite's real time (performance.now()) when it was read, give or take `halfWidthMs`. */
 interface ClockSample {
   clockMs: number;
+  /** The latest instant of the implementation's clock the reading may stand for (below). */
+  latestMs: number;
   realMs: number;
   halfWidthMs: number;
 }
 
 /**
- * From the start of the second of `from` to the end of the second of `to`: what happened between two
- * readings, where either reading or an implementation's timestamp may have dropped its fraction (D14).
+ * From the start of the second of `from` to the latest instant `to` may stand for: what happened between
+ * two readings, where an implementation's timestamp may have dropped its fraction (D14).
  */
 function wholeSecondsAround(from: ClockSample, to: ClockSample): [number, number] {
-  return [Math.floor(from.clockMs / 1000) * 1000, Math.floor(to.clockMs / 1000) * 1000 + 999];
+  return [Math.floor(from.clockMs / 1000) * 1000, to.latestMs];
 }
 
+/**
+ * Reads the implementation's clock. Under a virtual clock, which stands still between two readings, a
+ * reading is exact to its digits (a timestamp 0.9 s after one with a fraction is late: a window to the
+ * end of its second certified one); without a fraction, or with one of zeros, it may have dropped it and
+ * stands for its whole second. Under a scaled clock a real millisecond is many of the clock's, and a
+ * timestamp read from another time source than the reading's may pass it within its second.
+ */
 async function clockSample(ctx: ServerContext): Promise<ClockSample> {
   const sent = performance.now();
-  const clockMs = await clockNow(ctx);
+  const { now } = await ctx.control.clock();
   const answered = performance.now();
-  return { clockMs, realMs: (sent + answered) / 2, halfWidthMs: (answered - sent) / 2 };
+  const clockMs = Date.parse(now);
+  const endOfSecond = Math.floor(clockMs / 1000) * 1000 + 999;
+  // Trailing zeros count for nothing: a clock that drops digits may still write them (".000").
+  const digits = /\.(\d*[1-9])/.exec(now)?.[1]?.length ?? 0;
+  const latestMs = ctx.options.clock.kind === "virtual" ? Math.min(endOfSecond, clockMs + 10 ** Math.max(0, 3 - digits) - 1) : endOfSecond;
+  return { clockMs, latestMs, realMs: (sent + answered) / 2, halfWidthMs: (answered - sent) / 2 };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -366,8 +380,25 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
       retries,
       afterDisable: ctx.receiver.at(webhook.endpoint).slice(afterThreshold),
       mails,
-      mine: mails.filter((m) => namesWebhook(m, webhook.webhookID)),
+      mine: mails.filter((m) => isAbout(ctx, m, webhook.webhookID)),
     };
+  });
+}
+
+/**
+ * After the disabling: a new webhook registered at the disabled one's URL, as the disable e-mail tells the
+ * partner to once the endpoint answers 2xx (D26), which it now does; then an event both subscribe to.
+ */
+function reRegisteredAtTheDisabledUrl(ctx: ServerContext): Promise<{ disabled: RegisteredWebhook; fresh: RegisteredWebhook; deliveries: Delivery[] }> {
+  return ctx.once("re-registered", async () => {
+    const { webhook: disabled } = await failingUntilDisabled(ctx);
+    ctx.receiver.script(disabled.endpoint, [], answers.ok);
+    const fresh = await ctx.register(disabled.endpoint, ["message.received"], ctx.options.businessId);
+    const since = ctx.count(disabled.endpoint);
+    await ctx.control.trigger("message.received", ctx.options.businessId);
+    await ctx.arrivals(disabled.endpoint, since, 1, "the new webhook's attempt");
+    await ctx.quietFor(disabled.endpoint, 0);
+    return { disabled, fresh, deliveries: ctx.receiver.at(disabled.endpoint).slice(since) };
   });
 }
 
@@ -401,7 +432,7 @@ interface ResetRun {
  */
 const RESET_X_ANSWERS = [
   answers.status(429, { "retry-after": "900" }),
-  answers.status(410),
+  answers.afterInterim(410),
   answers.status(400),
   answers.status(503, { "retry-after": "3" }),
   answers.status(401, { "www-authenticate": 'Bearer realm="webhooks"' }),
@@ -915,7 +946,7 @@ async function afterTheFailures(ctx: ServerContext, webhook: RegisteredWebhook, 
   const lastArrived = (await ctx.arrivals(webhook.endpoint, since, 1, what)).length > 0;
   const delivered = new Set(ctx.receiver.at(webhook.endpoint).filter(isSuccess).map((d) => envelopeOf(d).id));
   const mails = await Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodeMail));
-  return { delivered, lastArrived, mails: mails.filter((m) => namesWebhook(m, webhook.webhookID)) };
+  return { delivered, lastArrived, mails: mails.filter((m) => isAbout(ctx, m, webhook.webhookID)) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -997,6 +1028,9 @@ function expectRetries(observations: RetryObservation[], message: string, report
   const expected = observations.map((o) => `${o.expectedSeconds} s (on-time)`);
   expectThat(observations.every((o) => o.verdict === "on-time"), message, expected, seen);
 }
+
+/** Whether a caught e-mail is about the webhook (by the webhook-id header the rules name, D26). */
+const isAbout = (ctx: ServerContext, mail: DisableMailSeen, webhookID: string) => namesWebhook(mail, webhookID, ctx.rules.disableEmail.webhookIdHeader);
 
 /** The mail checks' common failure when nothing reached the sink. */
 function expectSomeMail(ctx: ServerContext, run: DisableRun): void {
@@ -1706,6 +1740,21 @@ export const serverChecks: ServerCheck[] = [
     },
   }),
   defineCheck({
+    id: "new-webhook-at-a-disabled-url-leaves-it-disabled",
+    section: "§3, D9, D26",
+    title: "A new webhook registered at a disabled webhook's URL (as the disable e-mail says to) is a webhook of its own: the disabled one stays disabled, and an event both subscribe to reaches the new one only.",
+    scenario: `${DISABLE_SCENARIO}, then a new webhook at its URL, which now answers 2xx, and a new event`,
+    async run(ctx) {
+      const { disabled, fresh, deliveries } = await reRegisteredAtTheDisabledUrl(ctx);
+      const signedFor = (w: RegisteredWebhook) => deliveries.filter((d) => signedWith(ctx, d, w.secret)).length;
+      expectEqual(
+        { newWebhook: signedFor(fresh) > 0, disabledWebhook: signedFor(disabled) },
+        { newWebhook: true, disabledWebhook: 0 },
+        "the event did not reach the new webhook alone: registering its URL again must not enable the disabled webhook (D9: nothing re-enables one)",
+      );
+    },
+  }),
+  defineCheck({
     id: "disable-sends-one-notice",
     section: "§3, §6, D26",
     title: "Disabling sends one e-mail notice that names the webhook: any repeat (at-least-once across a crash) carries the same Message-ID.",
@@ -1782,7 +1831,8 @@ export const serverChecks: ServerCheck[] = [
           ? scaledAttemptTimeoutMs(ctx, ctx.options.clock.factor)
           : ctx.conformance.virtualClock.unansweredAttemptRealSeconds.max * 1000;
       const failedBy = (d: Delivery) => d.answeredAt ?? d.abandonedAt ?? (d.answer?.kind === "hang" ? d.arrivedAt + giveUpMs : d.arrivedAt);
-      const disabledBy = (w: RegisteredWebhook) => Math.max(...ctx.receiver.at(w.endpoint).map(failedBy));
+      // Its failures only: a later success at the URL is another webhook's (new-webhook-at-a-disabled-url-leaves-it-disabled).
+      const disabledBy = (w: RegisteredWebhook) => Math.max(...ctx.receiver.at(w.endpoint).filter((d) => !isSuccess(d)).map(failedBy));
       const deadlines = disabled.map((w) => disabledBy(w) + dueNowMs);
       // Until each has a copy to the contact that names its webhook in the raw text (its header does,
       // unencoded), or the time is up: a copy to the platform's own mailbox may come first (D26).
@@ -1796,14 +1846,14 @@ export const serverChecks: ServerCheck[] = [
       const decoded = await receivedMails(ctx);
       // The reset scenario's webhook is disabled once at most: a notice for its first four failures, which
       // a success reset, would be a second one (D7, D26).
-      const resetNotices = notices(decoded.map(({ mail }) => mail).filter((mail) => namesWebhook(mail, reset.webhookID)));
+      const resetNotices = notices(decoded.map(({ mail }) => mail).filter((mail) => isAbout(ctx, mail, reset.webhookID)));
       expectThat(
         resetNotices.length <= 1,
         `the reset scenario's webhook ${reset.webhookID} got ${resetNotices.length} notices (Message-IDs): it is disabled once at most, and a count a success reset disables nothing (D7, D26)`,
         "at most one notice",
         resetNotices.map((copies) => copies[0]!.headers["message-id"] ?? "(no Message-ID)"),
       );
-      const mailsOf = disabled.map((w) => decoded.filter(({ mail }) => namesWebhook(mail, w.webhookID)));
+      const mailsOf = disabled.map((w) => decoded.filter(({ mail }) => isAbout(ctx, mail, w.webhookID)));
       const idsOf = mailsOf.map((mails) => new Set(mails.map(({ mail }) => mail.headers["message-id"] ?? "(no Message-ID)")));
       const seen = disabled.map((w, i) => {
         const mails = mailsOf[i]!;
@@ -1835,7 +1885,7 @@ export const serverChecks: ServerCheck[] = [
       }
       const { webhook, mails } = await secondPartnerDisabled(ctx);
       const first = ctx.options.partnerEmail.toLowerCase();
-      const its = mails.filter((m) => namesWebhook(m, webhook.webhookID));
+      const its = mails.filter((m) => isAbout(ctx, m, webhook.webhookID));
       expectThat(its.length > 0, `no e-mail named the second client's webhook ${webhook.webhookID} after its fifth failure in a row`, "a notice", "none");
       const seen = notices(its).map((copies) => ({
         toItsPartner: noticeAddressedTo(copies, second),
@@ -1850,7 +1900,7 @@ export const serverChecks: ServerCheck[] = [
       // The notices of the first client's webhooks the suite registered (a notice of another run's, in a
       // store kept from it, is no concern here).
       const firstClients = ctx.registered.filter((w) => w.businessID !== ctx.options.secondClientBusinessId);
-      const leaked = mails.filter((m) => addressedTo(m, second) && firstClients.some((w) => namesWebhook(m, w.webhookID))).map((m) => m.subject);
+      const leaked = mails.filter((m) => addressedTo(m, second) && firstClients.some((w) => isAbout(ctx, m, w.webhookID))).map((m) => m.subject);
       expectEqual(leaked, [], "a notice of the first client's webhooks was sent to the second partner's contact (D26: a copy may go only to the platform's own mailbox)");
     },
   }),
@@ -1878,7 +1928,7 @@ export const serverChecks: ServerCheck[] = [
       const decoded = await receivedMails(ctx);
       const early = notBefore.map(({ webhook, since }) => ({
         webhook: webhook.endpoint,
-        early: decoded.filter(({ mail, receivedAt }) => namesWebhook(mail, webhook.webhookID) && receivedAt < since).length,
+        early: decoded.filter(({ mail, receivedAt }) => isAbout(ctx, mail, webhook.webhookID) && receivedAt < since).length,
       }));
       expectEqual(
         early,
@@ -1984,14 +2034,18 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "delivery-goes-to-the-registered-url",
     section: "§6, D28",
-    title: "Every delivery of the run is made to the URL its webhook registered, path and query as registered: nothing added, nothing changed.",
+    title: "Every delivery of the run is made to the URL its webhook registered, path and query as registered: nothing added, nothing changed, and its Host header the URL's host and port.",
     scenario: "every delivery the suite's receiver saw",
     async run(ctx) {
       await basics(ctx);
+      // Host is the URL's authority, its port included where it is not the scheme's default (RFC 9110 §7.2).
       const wrong = ctx.receiver.deliveries
-        .map((d) => ({ registered: new URL(ctx.receiver.url(d.endpoint)).pathname, requested: d.target }))
-        .filter(({ registered, requested }) => registered !== requested);
-      expectEqual([...new Map(wrong.map((w) => [w.requested, w])).values()], [], "a delivery was made to another request-target than the registered URL's");
+        .map((d) => {
+          const registered = new URL(ctx.receiver.url(d.endpoint));
+          return { registered: { host: registered.host, target: registered.pathname }, requested: { host: d.headers.host ?? "(no Host)", target: d.target } };
+        })
+        .filter(({ registered, requested }) => registered.target !== requested.target || registered.host.toLowerCase() !== requested.host.toLowerCase());
+      expectEqual([...new Map(wrong.map((w) => [`${w.requested.host} ${w.requested.target}`, w])).values()], [], "a delivery was made to another request-target or Host than the registered URL's");
     },
   }),
   defineCheck({
@@ -2019,6 +2073,28 @@ export const serverChecks: ServerCheck[] = [
         return parsed.ok ? [] : [`${d.endpoint}: ${parsed.error} ${parsed.issues.join("; ")}`];
       });
       expectEqual([...new Set(problems)], [], "a delivered envelope does not match its schema");
+    },
+  }),
+  defineCheck({
+    id: "event-id-names-one-event",
+    section: "§2.3, D4",
+    title: "An envelope id names one event across the whole run: every delivery that carries it, at any webhook, is of the same event name and timestamp.",
+    scenario: "every delivery the suite's receiver saw, up to the leads' expiry (events of every name, first attempts and retries)",
+    async run(ctx) {
+      // With --only, the scenarios whose deliveries this is about, in the order a full run makes them.
+      await basics(ctx);
+      await failingUntilDisabled(ctx);
+      await leadExpiry(ctx);
+      const firstOf = new Map<string, { event: string; at: number }>();
+      const clashes = ctx.receiver.deliveries.flatMap((d) => {
+        const envelope = envelopeOrUndefined(d);
+        if (!envelope || typeof envelope.id !== "string") return [];
+        const seen = { event: envelope.event, at: Date.parse(envelope.timestamp) };
+        const first = firstOf.get(envelope.id);
+        if (!first) return void firstOf.set(envelope.id, seen), [];
+        return first.event === seen.event && first.at === seen.at ? [] : [{ id: envelope.id, first: first.event, then: envelope.event, timestamps: [first.at, seen.at].map((t) => (Number.isNaN(t) ? "not a date" : new Date(t).toISOString())) }];
+      });
+      expectEqual(clashes, [], "one envelope id was given to two events (D4: an id is unique per event; a receiver that drops repeats by id loses the second)");
     },
   }),
   defineCheck({

@@ -57,8 +57,15 @@ export const noticeShows = (copies: readonly DisableMailSeen[]) => [...new Set(c
 /** Where e-mails went (their envelope recipients, Bcc included), each address once: for a failure's message. */
 export const recipients = (mails: readonly DisableMailSeen[]) => [...new Set(mails.flatMap((m) => m.to))].join(", ");
 
-/** Whether an e-mail names the webhook anywhere: subject, a header or the text. */
-export function namesWebhook(mail: DisableMailSeen, webhookID: string): boolean {
+/**
+ * Whether an e-mail is about the webhook: the one its webhook-id header names (D26) where it has that
+ * header, else any that its subject, a header or its text names. The header decides where there is one:
+ * a short id (D14 allows one digit) is also a word of another notice's text ("5 consecutive failed
+ * delivery attempts", a date, a business id), so a search of the text found notices about other webhooks.
+ */
+export function namesWebhook(mail: DisableMailSeen, webhookID: string, idHeader: string): boolean {
+  const named = mail.headers[idHeader.toLowerCase()];
+  if (named !== undefined) return named.trim() === webhookID;
   const word = new RegExp(`(^|[^0-9])${webhookID}([^0-9]|$)`);
   return word.test(mail.subject) || Object.values(mail.headers).some((v) => word.test(v)) || word.test(mail.text);
 }

@@ -154,7 +154,11 @@ describe("mutationsOf", () => {
 
   it("varies pattern faults with the value and drops variants the validator accepts", () => {
     const schema = { type: "string", pattern: "^[0-9]{1,19}$" };
-    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", ""]);
+    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "", "4711\n"]);
+    // Other letters break a case-sensitive pattern; a line feed after the value is refused as ECMA-262's `$` does.
+    expect(mutationsOf({ type: "string", pattern: "^https://" }, "https://hooks.example.com/a", resolve).map((m) => m.value)).toContain("HTTPS://HOOKS.EXAMPLE.COM/A");
+    expect(mutationsOf({ type: "string", enum: ["lead.created"] }, "lead.created", resolve).map((m) => m.value)).toContain("LEAD.CREATED");
+    expect(mutationsOf({ type: "string", minLength: 16 }, "a".repeat(16), resolve).map((m) => m.value)).toContain("é".repeat(15));
     expect(mutationsOf(schema, "1000123", resolve).map((m) => m.value)).toContain("100012310001231000123");
     const acceptsAll = () => false;
     expect(mutationsOf(schema, "4711", resolve, acceptsAll)).toEqual([]);
