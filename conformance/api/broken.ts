@@ -148,6 +148,9 @@ function credentialsOf(req: IncomingMessage, body: Buffer): { clientId: string; 
   return { clientId: form.get("client_id") ?? "", clientSecret: form.get("client_secret") ?? "", basic: false };
 }
 
+/** The bearer token a request carries, if any. */
+const bearerOf = (req: IncomingMessage): string | undefined => /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+
 /** The client id of a token request: HTTP Basic's, else the form's. */
 const clientIdOf = (req: IncomingMessage, body: Buffer): string => credentialsOf(req, body).clientId;
 
@@ -156,6 +159,7 @@ const clientIdOf = (req: IncomingMessage, body: Buffer): string => credentialsOf
  * place (the reference then answers the lenient reading: a 201 where the contract says 422).
  */
 const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = {
+  "accepts-http-webhook-urls": (text) => text.replace(/("url"\s*:\s*")http:\/\//, "$1https://"),
   "counts-lengths-in-bytes": (text) => text.replace(/("secret"\s*:\s*")((?:é){1,15})"/, (_, start: string, short: string) => `${start}${short}${"x".repeat(16 - [...short].length)}"`),
   "zip-matches-before-a-line-feed": (text) => text.replace(/("\d{5})\\n"/g, "$1\""),
   "https-in-any-case": (text) => text.replace(/("url"\s*:\s*")https:\/\//i, "$1https://"),
@@ -217,13 +221,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     return { status: response.statusCode, headers: response.headers, body: Buffer.from(await response.body.arrayBuffer()) };
   }
 
-  /** Forwards a token request with the form's client_secret replaced by what `replace` makes of it; undefined (not forwarded) where it makes nothing. */
-  async function withFormSecret(req: IncomingMessage, body: Buffer, replace: (sent: string) => string | undefined): Promise<Forwarded | undefined> {
+  /** Forwards a token request with a form parameter replaced by what `replace` makes of it; undefined (not forwarded) where it makes nothing. */
+  async function withFormParam(req: IncomingMessage, body: Buffer, name: string, replace: (sent: string) => string | undefined): Promise<Forwarded | undefined> {
     const form = new URLSearchParams(body.toString("utf8"));
-    const sent = form.get("client_secret");
+    const sent = form.get(name);
     const replacement = sent === null ? undefined : replace(sent);
     if (replacement === undefined) return undefined;
-    form.set("client_secret", replacement);
+    form.set(name, replacement);
     return forward(req, Buffer.from(form.toString()));
   }
 
@@ -276,12 +280,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", ...(path === token.path ? { "cache-control": "no-store" } : {}) });
     }
     if (id === "scopes-ignore-case" && isToken) {
-      const form = new URLSearchParams(body.toString("utf8"));
-      const scope = form.get("scope");
-      if (scope !== null && scope !== scope.toLowerCase()) {
-        form.set("scope", scope.toLowerCase());
-        return reply(res, await forward(req, Buffer.from(form.toString())));
-      }
+      const answer = await withFormParam(req, body, "scope", (scope) => (scope !== scope.toLowerCase() ? scope.toLowerCase() : undefined));
+      if (answer) return reply(res, answer);
     }
     if (id === "tokens-ignore-case") {
       if (isToken) {
@@ -289,7 +289,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         if (answer.status === 200) issuedTokens.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
         return reply(res, answer);
       }
-      const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+      const bearer = bearerOf(req);
       const real = bearer === undefined ? undefined : [...issuedTokens].find((t) => t.toLowerCase() === bearer.toLowerCase());
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
     }
@@ -297,7 +297,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // The client's token is the first the reference issued it for these scopes; each request with it is
       // sent on with the newest the reference issued (which its cap keeps alive), as one token renewed would be.
       if (!isToken) {
-        const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+        const bearer = bearerOf(req);
         const renewed = [...liveTokens.values()].find((t) => t.handedOut === bearer)?.newest;
         return reply(res, await forward(req, body, renewed ? { authorization: `Bearer ${renewed}` } : {}));
       }
@@ -361,13 +361,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, answer);
     }
     if (id === "trims-secrets" && isToken) {
-      const answer = await withFormSecret(req, body, (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
+      const answer = await withFormParam(req, body, "client_secret", (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
       if (answer) return reply(res, answer);
     }
     if (id === "secrets-ignore-case" && isToken) {
       // A secret matching a client's in any letter case is taken as that client's.
       const client = clients.find((c) => c.clientId === clientIdOf(req, body));
-      const answer = await withFormSecret(req, body, (sent) => (client && sent.toLowerCase() === client.clientSecret.toLowerCase() ? client.clientSecret : undefined));
+      const answer = await withFormParam(req, body, "client_secret", (sent) => (client && sent.toLowerCase() === client.clientSecret.toLowerCase() ? client.clientSecret : undefined));
       if (answer) return reply(res, answer);
     }
     if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {
@@ -566,13 +566,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
       return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
     }
-    const plainHttp = id === "accepts-http-webhook-urls" && req.method === register.method && path === register.path && /"url"\s*:\s*"http:\/\//.test(body.toString("utf8"));
     if (id === "zip-matches-before-a-line-feed") req.url = (req.url ?? "").replace(/(zip=\d{5})%0A/gi, "$1");
-    // Registered as if it were https, and answered with the URL sent; or read leniently (lenientReadings).
-    // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
+    // Read leniently (lenientReadings); other bodies go on byte for byte (one that is not UTF-8 must stay so).
     const lenient = isToken ? undefined : lenientReadings[id]?.(body.toString("utf8"));
     const changed = lenient !== undefined && lenient !== body.toString("utf8");
-    const answer = await forward(req, plainHttp ? Buffer.from(body.toString("utf8").replace(/("url"\s*:\s*")http:\/\//, "$1https://")) : changed ? Buffer.from(lenient) : body);
+    const answer = await forward(req, changed ? Buffer.from(lenient) : body);
     const sent = (() => {
       try {
         return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
@@ -599,7 +597,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "answers-in-its-own-form" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
       answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/error="insufficient_scope", /, "");
     }
-    if (plainHttp && answer.status === 201) rewrite((w) => (w.url = sent.url));
+    // Registered as if it were https, and answered with the URL sent.
+    if (id === "accepts-http-webhook-urls" && changed && answer.status === 201) rewrite((w) => (w.url = sent.url));
     if (id === "lower-cases-emails" && creating && answer.status === 201) rewrite((r) => (r.customer.email = String(r.customer.email).toLowerCase()));
     if (id === "trims-names" && creating && answer.status === 201) rewrite((r) => (r.customer.name = String(r.customer.name).trim()));
     if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
