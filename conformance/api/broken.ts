@@ -69,9 +69,11 @@ export const brokenApis = [
   { id: "scope-challenge-not-bearer", description: "A token without the operation's scope gets a 403 whose WWW-Authenticate is a Basic challenge naming the scope, not RFC 6750's Bearer error=\"insufficient_scope\"." },
   { id: "reads-created-resources", description: "GET on a created resource's Location, or on its collection, answers 200 with JSON, where this version has no such operation (D9, D35)." },
   { id: "accepts-text-json", description: "A body sent as text/json is taken as application/json (D13: 415)." },
+  { id: "reads-bodies-without-content-type", description: "A JSON operation's body sent with no Content-Type is read as JSON (D13: 415, nothing says it is JSON)." },
   { id: "ignores-charset", description: "A JSON body whose Content-Type names charset=iso-8859-1 is taken as UTF-8 (D29: 415)." },
   { id: "refuses-unknown-token-parameters", description: "A token request with a parameter the endpoint does not know gets 400 invalid_request (RFC 6749 §3.2: ignored)." },
   { id: "requires-scope-parameter", description: "A token request without scope gets 400 invalid_scope (D11: every scope the client may have)." },
+  { id: "empty-scope-is-invalid", description: "A token request with scope= and no value gets 400 invalid_scope (RFC 6749 §3.1: a parameter without a value is as if omitted; D11: every scope the client may have)." },
   { id: "basic-refuses-same-client-id", description: "HTTP Basic with a client_id parameter naming the same client gets 400 invalid_request (D31: allowed)." },
   { id: "basic-ignores-other-client-id", description: "HTTP Basic with a client_id parameter naming another client gets a token for the Basic client (D31: 400 invalid_request)." },
   { id: "names-the-first-error-only", description: "A 422's errors names only the first failing member, where D13 wants every one." },
@@ -541,6 +543,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return oauthError(res, 400, "invalid_request", "Unknown parameter.");
     }
     if (id === "requires-scope-parameter" && form && !form.has("scope") && body.length > 0) return oauthError(res, 400, "invalid_scope", "scope is required.");
+    if (id === "empty-scope-is-invalid" && form?.get("scope") === "") return oauthError(res, 400, "invalid_scope", "scope is empty.");
     if (id === "basic-refuses-same-client-id" && form?.has("client_id") && /^Basic /i.test(req.headers.authorization ?? "")) {
       return oauthError(res, 400, "invalid_request", "Two authentication methods.");
     }
@@ -555,7 +558,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ items: [] }));
     }
     const type = String(req.headers["content-type"] ?? "");
-    if ((id === "accepts-text-json" && mediaTypeOf(type) === "text/json") || (id === "ignores-charset" && /charset=iso-8859-1/i.test(type))) {
+    if (
+      (id === "accepts-text-json" && mediaTypeOf(type) === "text/json") ||
+      (id === "ignores-charset" && /charset=iso-8859-1/i.test(type)) ||
+      (id === "reads-bodies-without-content-type" && type === "" && body.length > 0 && !isToken)
+    ) {
       return reply(res, await forward(req, body, { "content-type": "application/json" }));
     }
     if (id === "compares-ids-as-numbers" && !isToken) {

@@ -322,12 +322,13 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     defineCheck<ApiContext>({
       id: "token-grants-exactly-the-scopes-asked",
       section,
-      title: "A token asked for one scope has that scope alone (in `scope` and in what it may do); one asked for with no `scope` has every scope the client may have.",
-      scenario: `requests a token for ${contract.scopes[0]} alone, then one without a scope parameter`,
+      title: "A token asked for one scope has that scope alone (in `scope` and in what it may do); one asked for with no `scope`, or `scope=` with no value (RFC 6749 §3.1: as if omitted), has every scope the client may have.",
+      scenario: `requests a token for ${contract.scopes[0]} alone, then one without a scope parameter, then one with scope=`,
       async run(ctx) {
         const cases: [string, Record<string, string>, string[]][] = [
           [`scope=${contract.scopes[0]}`, form(ctx, { scope: contract.scopes[0]! }), [contract.scopes[0]!]],
           ["no scope parameter", Object.fromEntries(Object.entries(form(ctx)).filter(([name]) => name !== "scope")), contract.scopes],
+          ["scope= with no value", form(ctx, { scope: "" }), contract.scopes],
         ];
         for (const [what, asked, scopes] of cases) {
           const response = await ctx.requestToken(asked);
@@ -1064,13 +1065,13 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         check(
           "wrong-content-type-gets-415",
           "D13, D29",
-          `The example body sent as text/plain, as text/json, or as ${mediaType} in a charset other than UTF-8 gets a ${unsupported} problem.`,
-          `sends the example body to ${request} with Content-Type text/plain, text/json, then ${mediaType}; charset=iso-8859-1`,
+          `The example body sent as text/plain, as text/json, as ${mediaType} in a charset other than UTF-8, or with no Content-Type gets a ${unsupported} problem.`,
+          `sends the example body to ${request} with Content-Type text/plain, text/json, ${mediaType}; charset=iso-8859-1, then none`,
           async (ctx) => {
             const body = JSON.stringify(example().input.body);
-            for (const contentType of ["text/plain", "text/json", `${mediaType}; charset=iso-8859-1`]) {
+            for (const contentType of ["text/plain", "text/json", `${mediaType}; charset=iso-8859-1`, null]) {
               const response = await ctx.call(op, { query: example().input.query, body, contentType, token: await fullToken(ctx) });
-              expectAnswer(ctx, op, response, [unsupported], `Content-Type ${contentType}`);
+              expectAnswer(ctx, op, response, [unsupported], contentType === null ? "no Content-Type" : `Content-Type ${contentType}`);
             }
           },
         ),

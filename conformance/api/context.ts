@@ -28,7 +28,8 @@ export interface CallInput {
   query?: Record<string, string>;
   /** The raw body (bytes when they are not meant to be UTF-8); sent with `contentType`. */
   body?: string | Buffer;
-  contentType?: string;
+  /** The body's Content-Type: `application/json` when not given, none when null. */
+  contentType?: string | null;
   /** A bearer token, or none. */
   token?: string;
   /** More headers (e.g. HTTP Basic at the token endpoint). */
@@ -96,7 +97,7 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     const query = input.query && Object.keys(input.query).length > 0 ? `?${new URLSearchParams(input.query)}` : "";
     const headers: Record<string, string> = { ...input.headers };
     if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
-    if (input.body !== undefined) headers["content-type"] = input.contentType ?? "application/json";
+    if (input.body !== undefined && input.contentType !== null) headers["content-type"] = input.contentType ?? "application/json";
     return send(op.method, `${origin(op)}${op.path}${query}`, headers, input.body, { waitOnRateLimit: input.waitOnRateLimit ?? true, chunked: input.chunked ?? false, dispatcher: input.dispatcher });
   }
 

@@ -46,12 +46,16 @@ export const envelopeBody =
     },
   });
 
-/** An attempt made with node:https instead of undici: with Expect: 100-continue, or taking an interim (1xx) answer for the final one. */
-function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; interimIsFinal?: boolean }): DeliveryParts["send"] {
+/**
+ * An attempt made with node:https instead of undici: with Expect: 100-continue, taking an interim (1xx)
+ * answer for the final one, or with the whole URL as its request-target (as to a proxy).
+ */
+function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; interimIsFinal?: boolean; absoluteForm?: boolean }): DeliveryParts["send"] {
   return (url, body, signature, signal) =>
     new Promise<SendResult>((resolve, reject) => {
       const request = https.request(url, {
         method: ctx.rules.method,
+        ...(how.absoluteForm ? { path: url } : {}),
         ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])],
         headers: {
           "content-type": ctx.rules.contentType,
@@ -412,6 +416,8 @@ export const brokenServers: BrokenServer[] = [
   // Reads an interim answer (103 Early Hints) as the final one, and any status below 300 as a success (as
   // Python's http.client returns a 103, to a check written `status < 300`): the failure after it is lost.
   { id: "takes-an-interim-answer-for-a-success", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { interimIsFinal: true }) }) },
+  // `POST https://host:port/path HTTP/1.1`: the form a client sends to a proxy, not to the origin server.
+  { id: "sends-absolute-form-request-targets", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { absoluteForm: true }) }) },
 
   // -- Retry schedule and the failure counter ------------------------------------------------------
   {

@@ -116,6 +116,22 @@ export interface ReceiverOptions {
   ca?: TestCa;
 }
 
+/**
+ * The endpoint a request-target names: its path, without the leading "/" or the query. An absolute-form
+ * target (`https://host:port/path`) names it by its path too: a server must accept that form (RFC 9112
+ * §3.2.2) though a client sends it to proxies only, so the scenarios go on and
+ * delivery-goes-to-the-registered-url says what was sent.
+ */
+function endpointOf(target: string): string {
+  const path = target.startsWith("/") || !URL.canParse(target) ? target : new URL(target).pathname;
+  const name = path.replace(/^\//, "").split("?")[0] ?? "";
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
+}
+
 export async function startReceiver(options: ReceiverOptions = {}): Promise<Receiver> {
   const host = options.host ?? "127.0.0.1";
   const ca = options.ca ?? (await createTestCa());
@@ -133,7 +149,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
 
   const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
     const arrivedAt = performance.now();
-    const endpoint = decodeURIComponent((req.url ?? "/").slice(1).split("?")[0] ?? "");
+    const endpoint = endpointOf(req.url ?? "/");
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", async () => {
