@@ -23,12 +23,15 @@ export const brokenApis = [
   { id: "throttles-per-client-id-only", description: "Failed client authentications are counted per client_id only: spread over many client ids, they are never throttled (D30's budget per address)." },
   { id: "no-basic-client-auth", description: "The token endpoint refuses HTTP Basic client authentication (client_id and client_secret required in the form)." },
   { id: "accepts-two-authentication-methods", description: "The token endpoint takes the form's credentials when HTTP Basic is sent too." },
+  { id: "empty-secret-is-a-second-method", description: "HTTP Basic beside a client_secret= with no value is refused as two authentication methods (RFC 6749 §3.1: a parameter without a value is as if omitted)." },
   { id: "last-repeated-parameter-wins", description: "The token endpoint reads a repeated form parameter as its last value." },
   { id: "repairs-invalid-utf8", description: "JSON bodies are decoded leniently: bytes that are not UTF-8 become U+FFFD and the request succeeds." },
   { id: "repairs-lone-surrogates", description: "JSON strings are stored as the reference's text columns take them: a lone surrogate escape (\\ud800) becomes U+FFFD and the request succeeds." },
   { id: "scope-confusion", description: "A token issued for two or more scopes acts with every scope its client may have." },
   { id: "basic-401-without-challenge", description: "The token endpoint answers a failed HTTP Basic authentication with 401 invalid_client but no WWW-Authenticate: Basic challenge." },
   { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
+  { id: "location-on-another-origin", description: "A 201's Location is absolute, on another origin (https://api.partner-platform.example), not the API's own (D35: the created resource's URI)." },
+  { id: "location-with-a-query", description: "A 201's Location adds a query (?created=1) to the created resource's URI: another URI (D35)." },
   { id: "trims-secrets", description: "The token endpoint trims the client secret of the form before comparing it (D11: compared exactly)." },
   { id: "compares-ids-as-numbers", description: "Reads ids as numbers: a category or business id with a 0 before it finds the one without (ids are strings, D17)." },
   { id: "accepts-http-webhook-urls", description: "Registers a webhook whose url is http:// as if it were https:// (D16: https only)." },
@@ -41,9 +44,21 @@ export const brokenApis = [
   { id: "event-names-in-any-case", description: "Takes event names in any letter case: LEAD.CREATED subscribes to lead.created (D16: one of the eight names)." },
   { id: "hints-the-secret-in-a-header", description: "A registered webhook's 201 has a header X-Webhook-Secret-Hint with the secret's last 8 characters (D16: never returned, nor a part)." },
   { id: "returns-the-secret-in-base64", description: "A registered webhook is answered with a secretRef member: its secret in base64 (D16: never returned, in no form)." },
+  { id: "returns-the-secret-escaped", description: "A registered webhook is answered with a secretRef member: its secret with every character written as a JSON \\u escape, the same string to any JSON parser (D16: never returned, in no form)." },
+  { id: "returns-the-secret-reversed", description: "A registered webhook is answered with a secretCheck member: its secret reversed (D16: never returned, in no form)." },
+  { id: "hints-the-secret-in-upper-case", description: "A registered webhook's 201 has a header X-Secret-Hint with the secret's first 6 characters in upper case (D16: never returned, nor a part, in no form)." },
   { id: "scopes-ignore-case", description: "Takes scopes in any letter case: a token requested for DEMAND::SEARCH is issued for demand::search (RFC 6749 §3.3: compared exactly)." },
   { id: "tokens-ignore-case", description: "Looks bearer tokens up without regard to letter case: a real token with its letters swapped is taken for it." },
+  { id: "tokens-match-by-prefix", description: "Looks bearer tokens up by their start: a real token with characters added is taken for it (tokens are compared exactly)." },
+  { id: "takes-comma-separated-scopes", description: "Reads a scope parameter's commas as separators: demand::search,demand::request is issued for both (RFC 6749 §3.3: separated by spaces)." },
+  { id: "api-takes-basic-credentials", description: "The API operations take the client's credentials as HTTP Basic in place of a bearer token (§5.1, D13: a bearer token)." },
+  { id: "accepts-json-prefixed-types", description: "A body sent as application/json-seq or application/jsonp is taken as application/json: the media type is matched by its start (D13: 415)." },
+  { id: "one-lead-id-for-all", description: "Every lead of every service request has the id 1 (D14: each lead its own id)." },
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
+  { id: "500-on-deep-nesting", description: "A JSON body nested 1,000 arrays deep or more gets a 500: the parser recurses and overflows its stack (D13: client input never causes a 5xx)." },
+  { id: "counts-lengths-in-utf16-units", description: "Counts a string's length in UTF-16 units (Java's String.length): a secret of 8 emoji is 16 long (D16: code points)." },
+  { id: "digits-in-any-script", description: "Matches [0-9] with any Unicode digit (Java's and .NET's Unicode classes): a zip code in Arabic-Indic digits is taken (D16: ECMA-262 patterns, [0-9] is ASCII)." },
+  { id: "member-names-ignore-case", description: "Binds JSON member names without regard to letter case: ZIPCODE beside zipCode is taken for it, not refused as a member the closed body does not have (D16)." },
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
   { id: "no-live-token-cap", description: "Every token issued keeps working: issuing more never revokes a client's oldest (D32)." },
@@ -103,7 +118,7 @@ export const legalApis = [
   {
     id: "answers-in-its-own-form",
     description:
-      "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, and a 403 Bearer challenge without its error attribute (D13, D16).",
+      "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, a 201's Location relative to the request's URI with its id's first digit percent-encoded (webhooks/%33…, RFC 9110 §10.2.2, RFC 3986 §6.2.2.2), a DPoP challenge before the Bearer one of a 401 and 403 (in one line) and before the Basic one of the token endpoint's 401 (in two), and a 403 Bearer challenge without its error attribute (D13, D16, D35).",
   },
   {
     id: "limits-token-requests-in-bursts-of-8",
@@ -166,6 +181,30 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
   "zip-matches-before-a-line-feed": (text) => text.replace(/("\d{5})\\n"/g, "$1\""),
   "https-in-any-case": (text) => text.replace(/("url"\s*:\s*")https:\/\//i, "$1https://"),
   "event-names-in-any-case": (text) => text.replace(/("events"\s*:\s*\[)([^\]]*)\]/, (_, start: string, names: string) => `${start}${names.toLowerCase()}]`),
+  "counts-lengths-in-utf16-units": (text) =>
+    text.replace(/("secret"\s*:\s*")((?:\u{1F600}){1,15})"/u, (whole, start: string, short: string) => ([...short].length * 2 >= 16 ? `${start}${short}${"x".repeat(16 - [...short].length)}"` : whole)),
+  "digits-in-any-script": (text) => text.replace(/[\u0660-\u0669]/g, (d) => String(d.codePointAt(0)! - 0x660)),
+  "member-names-ignore-case": (text) => {
+    // A member whose name is another's in other letters is bound to that one (other bodies go on as sent).
+    let rebound = false;
+    const bind = (v: unknown): unknown => {
+      if (Array.isArray(v)) return v.map(bind);
+      if (v === null || typeof v !== "object") return v;
+      const out: Record<string, unknown> = {};
+      for (const [name, value] of Object.entries(v)) {
+        const bound = Object.keys(v).find((k) => k.toLowerCase() === name.toLowerCase()) ?? name;
+        rebound ||= bound !== name;
+        out[bound] = bind(value);
+      }
+      return out;
+    };
+    try {
+      const read = JSON.stringify(bind(JSON.parse(text)));
+      return rebound ? read : text;
+    } catch {
+      return text;
+    }
+  },
 };
 
 /** Token requests from one address a front lets through (a rate limit of the deployment, D18), or failed authentications before it throttles the address. */
@@ -281,18 +320,32 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       limitedOnce.add(`${req.method} ${path}`);
       return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", ...(path === token.path ? { "cache-control": "no-store" } : {}) });
     }
+    if (id === "takes-comma-separated-scopes" && isToken) {
+      const answer = await withFormParam(req, body, "scope", (scope) => (scope.includes(",") ? scope.replace(/,/g, " ") : undefined));
+      if (answer) return reply(res, answer);
+    }
+    if (id === "api-takes-basic-credentials" && !isToken && /^Basic /i.test(req.headers.authorization ?? "")) {
+      // The credentials exchanged for a token of every scope the client may have, behind the caller's back.
+      const token = await forward(
+        { ...req, method: "POST", url: contract.tokenOperation.path, headers: { "content-type": "application/x-www-form-urlencoded", authorization: req.headers.authorization } } as IncomingMessage,
+        Buffer.from("grant_type=client_credentials"),
+      );
+      const issued = token.status === 200 ? (JSON.parse(token.body.toString("utf8")) as { access_token: string }).access_token : undefined;
+      if (issued) return reply(res, await forward(req, body, { authorization: `Bearer ${issued}` }));
+    }
     if (id === "scopes-ignore-case" && isToken) {
       const answer = await withFormParam(req, body, "scope", (scope) => (scope !== scope.toLowerCase() ? scope.toLowerCase() : undefined));
       if (answer) return reply(res, answer);
     }
-    if (id === "tokens-ignore-case") {
+    if (id === "tokens-ignore-case" || id === "tokens-match-by-prefix") {
       if (isToken) {
         const answer = await forward(req, body);
         if (answer.status === 200) issuedTokens.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
         return reply(res, answer);
       }
       const bearer = bearerOf(req);
-      const real = bearer === undefined ? undefined : [...issuedTokens].find((t) => t.toLowerCase() === bearer.toLowerCase());
+      const matches = (t: string) => (id === "tokens-ignore-case" ? t.toLowerCase() === bearer!.toLowerCase() : bearer!.startsWith(t));
+      const real = bearer === undefined ? undefined : [...issuedTokens].find(matches);
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
     }
     if (id === "hands-back-live-tokens") {
@@ -430,7 +483,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         return;
       }
     }
-    if (id === "accepts-two-authentication-methods" && isToken && new URLSearchParams(body.toString("utf8")).has("client_secret")) {
+    if (id === "empty-secret-is-a-second-method" && isToken && /^Basic /i.test(req.headers.authorization ?? "") && new URLSearchParams(body.toString("utf8")).get("client_secret") === "") {
+      return oauthError(res, 400, "invalid_request", "Two authentication methods.");
+    }
+    if (id === "accepts-two-authentication-methods" && isToken && new URLSearchParams(body.toString("utf8")).get("client_secret")) {
       delete req.headers.authorization;
       return reply(res, await forward(req, body));
     }
@@ -451,6 +507,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         // Not UTF-8, or not JSON: the reference answers that as it would.
       }
       return reply(res, await forward(req, repaired && text !== undefined ? Buffer.from(text) : body));
+    }
+    if (id === "500-on-deep-nesting" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /^\s*\[{1000}/.test(body.toString("latin1"))) {
+      return crash(res, "Maximum call stack size exceeded.");
     }
     if (id === "500-on-null-member" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*null\b/.test(body.toString("utf8"))) {
       return crash(res, "Cannot read properties of null.");
@@ -561,6 +620,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (
       (id === "accepts-text-json" && mediaTypeOf(type) === "text/json") ||
       (id === "ignores-charset" && /charset=iso-8859-1/i.test(type)) ||
+      (id === "accepts-json-prefixed-types" && /^application\/json(-seq|p)\b/i.test(type)) ||
       (id === "reads-bodies-without-content-type" && type === "" && body.length > 0 && !isToken)
     ) {
       return reply(res, await forward(req, body, { "content-type": "application/json" }));
@@ -574,6 +634,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
     }
     if (id === "zip-matches-before-a-line-feed") req.url = (req.url ?? "").replace(/(zip=\d{5})%0A/gi, "$1");
+    // Arabic-Indic digits (UTF-8 D9 A0 to D9 A9) in the query read as ASCII ones.
+    if (id === "digits-in-any-script") req.url = (req.url ?? "").replace(/%D9%A([0-9])/gi, "$1");
     // Read leniently (lenientReadings); other bodies go on byte for byte (one that is not UTF-8 must stay so).
     const lenient = isToken ? undefined : lenientReadings[id]?.(body.toString("utf8"));
     const changed = lenient !== undefined && lenient !== body.toString("utf8");
@@ -602,8 +664,23 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       });
     }
     if (id === "answers-in-its-own-form" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
-      answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/error="insufficient_scope", /, "");
+      answer.headers["www-authenticate"] = `DPoP algs="ES256 PS256", ${answer.headers["www-authenticate"].replace(/error="insufficient_scope", /, "")}`;
     }
+    if (id === "answers-in-its-own-form" && answer.status === 401 && typeof answer.headers["www-authenticate"] === "string") {
+      // Several challenges (RFC 9110 §11.6.1): in one line on the API, in two lines at the token endpoint.
+      const challenge = answer.headers["www-authenticate"];
+      answer.headers["www-authenticate"] = isToken ? ['DPoP algs="ES256"', challenge] : `DPoP algs="ES256", ${challenge}`;
+    }
+    if (id === "answers-in-its-own-form" && answer.status === 201 && typeof answer.headers.location === "string") {
+      // Relative to the request's URI (its last segment replaced), the id's first digit percent-encoded.
+      const [, collection, first, rest] = /\/([^/]+)\/([0-9])([^/]*)$/.exec(answer.headers.location) ?? [];
+      if (collection !== undefined) answer.headers.location = `${collection}/%${first!.charCodeAt(0).toString(16).toUpperCase()}${rest}`;
+    }
+    if (id === "location-on-another-origin" && answer.status === 201 && typeof answer.headers.location === "string") {
+      answer.headers.location = `https://api.partner-platform.example${answer.headers.location}`;
+    }
+    if (id === "location-with-a-query" && answer.status === 201 && typeof answer.headers.location === "string") answer.headers.location += "?created=1";
+    if (id === "one-lead-id-for-all" && creating && answer.status === 201) rewrite((r) => (Array.isArray(r.leads) ? r.leads.forEach((l: { leadID: string }) => (l.leadID = "1")) : undefined));
     // Registered as if it were https, and answered with the URL sent.
     if (id === "accepts-http-webhook-urls" && changed && answer.status === 201) rewrite((w) => (w.url = sent.url));
     if (id === "lower-cases-emails" && creating && answer.status === 201) rewrite((r) => (r.customer.email = String(r.customer.email).toLowerCase()));
@@ -615,6 +692,17 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     // Where its last 8 characters can be a header's (printable ASCII).
     if (id === "hints-the-secret-in-a-header" && registering && answer.status === 201 && typeof sent.secret === "string" && /^[\x20-\x7e]{8}$/.test(sent.secret.slice(-8))) {
       answer.headers["x-webhook-secret-hint"] = sent.secret.slice(-8);
+    }
+    if (id === "returns-the-secret-escaped" && registering && answer.status === 201 && typeof sent.secret === "string") {
+      const escaped = [...Array(sent.secret.length).keys()].map((i) => `\\u${(sent.secret as string).charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
+      answer.body = Buffer.from(`{"secretRef":"${escaped}",${answer.body.toString("utf8").trimStart().slice(1)}`);
+    }
+    if (id === "returns-the-secret-reversed" && registering && answer.status === 201 && typeof sent.secret === "string") {
+      rewrite((w) => (w.secretCheck = [...(sent.secret as string)].reverse().join("")));
+    }
+    // Where its first 6 characters can be a header's (printable ASCII).
+    if (id === "hints-the-secret-in-upper-case" && registering && answer.status === 201 && typeof sent.secret === "string" && /^[\x20-\x7e]{6}$/.test(sent.secret.slice(0, 6))) {
+      answer.headers["x-secret-hint"] = sent.secret.slice(0, 6).toUpperCase();
     }
     if (id === "returns-the-secret-in-base64" && registering && answer.status === 201 && typeof sent.secret === "string") {
       rewrite((w) => (w.secretRef = Buffer.from(sent.secret as string, "utf8").toString("base64")));

@@ -323,12 +323,16 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         // either end, the value three times over (too long for a bounded repetition), empty, with a line
         // feed after it (which `$` matches before in PHP, Python and Perl, not in the ECMA-262 patterns of
         // JSON Schema), and in other letters (`HTTPS://`: patterns are case-sensitive).
-        const breaking = new Set([`!${v}`, `${v}!`, v.repeat(3), "", `${v}\n`, v.toUpperCase(), v.toLowerCase()].filter((c) => !pattern.test(c)));
+        // Its digits in another script too (Arabic-Indic: `[0-9]` and `\d` are ASCII in ECMA-262, not in Java's or .NET's Unicode classes).
+        const otherDigits = v.replace(/[0-9]/g, (d) => String.fromCodePoint(0x660 + Number(d)));
+        const breaking = new Set([`!${v}`, `${v}!`, v.repeat(3), "", `${v}\n`, v.toUpperCase(), v.toLowerCase(), otherDigits].filter((c) => !pattern.test(c)));
         for (const c of breaking) emit(tokens, "pattern", c);
       }
       if (s.minLength > 0) emit(tokens, "too-short", [...v].slice(0, s.minLength - 1).join(""));
       // Too short in code points, long enough in UTF-8 bytes (D16: lengths are counted in code points).
       if (s.minLength > 1) emit(tokens, "too-short", "é".repeat(s.minLength - 1));
+      // Too short in code points, long enough in UTF-16 units (Java's and JavaScript's String length).
+      if (s.minLength > 1) emit(tokens, "too-short", "😀".repeat(Math.ceil(s.minLength / 2)));
       if (s.maxLength !== undefined) emit(tokens, "too-long", v + "a".repeat(Math.max(1, s.maxLength + 1 - codePoints(v))));
       if (typeof s.format === "string" && s.format in BAD_FORMAT) emit(tokens, "format", BAD_FORMAT[s.format]);
     }
@@ -357,6 +361,9 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         let extra = name === undefined ? "extra" : typoOf(name);
         while (Object.hasOwn(properties, extra) || Object.hasOwn(v as Json, extra)) extra += "_";
         emit([...tokens, extra], "extra-member", member);
+        // The same name in other letters, beside it: names are compared exactly (a case-insensitive binder takes it for the member).
+        const recased = name === undefined ? undefined : name.toUpperCase() === name ? name.toLowerCase() : name.toUpperCase();
+        if (recased !== undefined && recased !== name && !Object.hasOwn(properties, recased)) emit([...tokens, recased], "extra-member", member);
       }
       for (const [key, member] of Object.entries(v as Json)) {
         if (properties[key]) walk(properties[key], member, [...tokens, key]);

@@ -6,6 +6,8 @@ import type { DeliveryParts, Outcome, PartsContext, Recorded } from "../../src/s
 export interface RecorderFaults {
   /** A 2xx does not reset the counter. */
   noReset?: boolean;
+  /** A retry's 2xx does not reset the counter, a first attempt's does. */
+  noResetOnRetry?: boolean;
   /** The counter is the failing event's own attempt number, not the webhook's run of failures. */
   perEvent?: boolean;
   /** Disabling cancels nothing, and failures go on being retried. */
@@ -24,6 +26,8 @@ export interface RecorderFaults {
   resetsOn?: (o: Outcome) => boolean;
   /** Failures of this kind disable the webhook at once (as if the count had reached the threshold). */
   disablesOn?: (o: Outcome) => boolean;
+  /** One count per URL, shared by the webhooks registered with it: their failures add up, a success at any of them resets it. */
+  perUrl?: boolean;
   /** A success resets the count of every webhook of its business, not only its own. */
   resetsBusinessOnSuccess?: boolean;
   /** A success recorded for a disabled webhook (an attempt under way when it was disabled) enables it again. */
@@ -59,7 +63,9 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       if (o.ok) {
         if (faults.resetsBusinessOnSuccess) {
           await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE business_id = (SELECT business_id FROM webhooks WHERE id = $1)", [a.webhook_id]);
-        } else if (!faults.noReset) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
+        } else if (faults.perUrl) {
+          await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE url = (SELECT url FROM webhooks WHERE id = $1)", [a.webhook_id]);
+        } else if (!faults.noReset && !(faults.noResetOnRetry && a.attempt > 1)) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
         byName.delete(a.webhook_id);
         return "succeeded";
       }
@@ -71,14 +77,24 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         counts.set(events[0]!.name, n);
         return n;
       };
+      const urlCount = async () => {
+        const { rows: counts } = await tx.query<{ n: number }>(
+          "SELECT max(consecutive_failures) AS n FROM webhooks WHERE url = (SELECT url FROM webhooks WHERE id = $1)",
+          [a.webhook_id],
+        );
+        return Number(counts[0]!.n) + 1;
+      };
       const counter = faults.resetsOn?.(o)
         ? 0
+        : faults.perUrl
+        ? await urlCount()
         : faults.perEvent
         ? a.attempt
         : faults.perEventName
           ? await nameCount()
           : (faults.counterOf?.(o.attemptId) ?? w.consecutive_failures) + 1;
-      await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE id = $1", [a.webhook_id, counter]);
+      if (faults.perUrl) await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE url = (SELECT url FROM webhooks WHERE id = $1)", [a.webhook_id, counter]);
+      else await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE id = $1", [a.webhook_id, counter]);
       const retry = () =>
         o.retryAt === undefined
           ? Promise.resolve()

@@ -398,6 +398,17 @@ export const brokenServers: BrokenServer[] = [
     id: "delivers-to-url-with-query",
     parts: (base) => ({ send: (url, body, signature, signal) => base.send(`${url}?attempt=1`, body, signature, signal) }),
   },
+  // Event text HTML-escaped when the event is built (a template engine's default): not the data as triggered.
+  {
+    id: "html-escapes-event-text",
+    parts: (base) => ({
+      envelope: (name, data, at) =>
+        base.envelope(name, typeof data.text === "string" ? { ...data, text: data.text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;") } : data, at),
+    }),
+  },
+  // The registered URL lower-cased (a case-insensitive URL type), or its query dropped.
+  { id: "lower-cases-urls", parts: (base) => ({ send: (url, body, signature, signal) => base.send(url.toLowerCase(), body, signature, signal) }) },
+  { id: "drops-url-queries", parts: (base) => ({ send: (url, body, signature, signal) => base.send(url.split("?")[0]!, body, signature, signal) }) },
   // Declares Latin-1 for bytes that are UTF-8.
   {
     id: "names-latin-1-charset",
@@ -464,6 +475,7 @@ export const brokenServers: BrokenServer[] = [
   // The largest threshold the counter's column holds: never reached.
   { id: "never-disables", rules: (r) => ({ ...r, disableAfterConsecutiveFailures: 2 ** 31 - 1 }) },
   { id: "no-reset-on-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noReset: true }) }) },
+  { id: "no-reset-on-retry-success", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { noResetOnRetry: true }) }) },
   // A failure that is "the receiver's fault" (4xx) or "the network's" (no answer, a closed connection) is taken for a reset.
   { id: "resets-count-on-4xx", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => o.status !== undefined && o.status >= 400 && o.status < 500 }) }) },
   { id: "resets-count-on-timeout", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: timedOut }) }) },
@@ -512,6 +524,7 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   { id: "failure-count-per-business", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsBusinessOnSuccess: true }) }) },
+  { id: "failure-count-per-url", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perUrl: true }) }) },
   { id: "per-event-failure-count", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEvent: true }) }) },
   { id: "failure-count-per-event-name", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perEventName: true }) }) },
   { id: "forgets-failure-count-when-idle", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { forgetsCountWhenIdle: true }) }) },

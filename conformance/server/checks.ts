@@ -6,6 +6,7 @@ import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { setTimeout as delay } from "node:timers/promises";
 import { packageRoot } from "../../src/paths.js";
 import { eventExample } from "../../src/spec.js";
@@ -17,7 +18,7 @@ import { createTestCa, issueServerCertificate } from "../harness/pki.js";
 import { answers, type Delivery, type PresentedCertificate, type Refusal } from "../harness/receiver.js";
 import type { CapturedMail } from "../harness/smtp-sink.js";
 import type { RegisteredWebhook, RetryObservation, ServerContext } from "./context.js";
-import { addressedTo, decodeMail, namesWebhook, notices, noticeAddressedTo, noticeShows, recipients, type DisableMailSeen } from "./mail.js";
+import { addressedTo, decodeMail, mailbox, namesWebhook, notices, noticeAddressedTo, noticeShows, recipients, type DisableMailSeen } from "./mail.js";
 
 type ServerCheck = Check<ServerContext>;
 type Envelope = { id: string; event: string; timestamp: string; data: Record<string, unknown> };
@@ -342,6 +343,8 @@ interface DisableRun {
   /** Every e-mail the sink caught during the scenario, decoded, and those that name this webhook. */
   mails: DisableMailSeen[];
   mine: DisableMailSeen[];
+  /** The data its message.received was triggered with. */
+  triggered: Record<string, unknown>;
 }
 
 const DISABLE_SCENARIO =
@@ -364,7 +367,8 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
     const mailsBefore = ctx.smtp.messages.length;
     // Characters that encoders escape differently (HTML-safe <, > and &, a slash, non-ASCII): the
     // signature is of the bytes sent, whatever a re-serialization would write (D2).
-    const data = { ...eventExample("message.received").data, text: "Tuesday <9am> & after? R&D / café — 5 > 4" };
+    // Spaces at its ends too: the event carries the data as triggered, nothing escaped, trimmed or re-encoded.
+    const data = { ...eventExample("message.received").data, text: "  Tuesday <9am> & after? R&D / café — 5 > 4 " };
     await ctx.control.trigger("message.received", ctx.options.businessId, data);
     // The first alone: its retry, a first wait later (milliseconds under a scaled clock), may be there too.
     const firstAttempts = (await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt")).slice(0, 1);
@@ -401,6 +405,7 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
       afterDisable: ctx.receiver.at(webhook.endpoint).slice(afterThreshold),
       mails,
       mine: mails.filter((m) => isAbout(ctx, m, webhook.webhookID)),
+      triggered: data,
     };
   });
 }
@@ -588,6 +593,58 @@ function newEventAfterFailures(ctx: ServerContext): Promise<NewEventRun> {
     const firstId = first && envelopeOf(first).id;
     const second = afterFourth.map((d) => envelopeOf(d).id).find((id) => id !== firstId);
     return { webhook, afterFourth, ...(firstId ? { first: firstId } : {}), ...(second ? { second } : {}) };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario: a retry's 2xx resets the count as a first attempt's does (D7: any 2xx). An event fails
+// twice and its second retry succeeds; a second event then fails three times: five failures in all,
+// three in a row, so its third retry is still made.
+
+const RETRY_SUCCESS_SCENARIO =
+  "an event failing twice, then answered 2xx on its second retry; then a second event failing three times, whose third retry must still come";
+
+interface RetrySuccessRun {
+  /** The second event's attempt after its third failure. */
+  afterThirdFailure: RetryObservation;
+  /** Whether the first event's second retry came and was answered 2xx. */
+  retrySucceeded: boolean;
+}
+
+function retrySuccessThenFailures(ctx: ServerContext): Promise<RetrySuccessRun> {
+  return ctx.once("retry-success", async () => {
+    const waits = ctx.rules.retryWaitsSeconds;
+    const business = ctx.options.otherBusinessId;
+    // payment.received of the other business: the across-events scenario's webhook takes it too, and is
+    // disabled by the end of that scenario. Its URL has capitals in its path and a query, with an escape
+    // (delivery-goes-to-the-registered-url: delivered to as registered, nothing lower-cased or dropped).
+    const webhook = await ctx.register("Retry-Success", ["payment.received"], business, undefined, "partner=Acme&name=R%C3%A9sum%C3%A9");
+    // By event, in the order they come: the first fails twice, the second three times; any other is answered 2xx.
+    const failuresOf = [2, 3];
+    const events: string[] = [];
+    const attempts = new Map<string, number>();
+    ctx.receiver.respond(webhook.endpoint, (d) => {
+      const id = envelopeOf(d).id;
+      if (!events.includes(id)) events.push(id);
+      const n = (attempts.get(id) ?? 0) + 1;
+      attempts.set(id, n);
+      return n <= (failuresOf[events.indexOf(id)] ?? 0) ? answers.status(500) : answers.ok;
+    });
+    await ctx.control.trigger("payment.received", business);
+    await ctx.arrivals(webhook.endpoint, 0, 1, "the first event's first attempt");
+    await ctx.nextAttempt(webhook.endpoint, waits[0]!);
+    const retry = await ctx.nextAttempt(webhook.endpoint, waits[1]!);
+    const succeeded = ctx.receiver.at(webhook.endpoint).at(-1);
+    const retrySucceeded = retry.verdict !== "missing" && succeeded !== undefined && isSuccess(succeeded);
+    // The second event only once that success was answered: its failures come after it (D7's order).
+    if (succeeded) await ctx.receiver.waitFor(() => succeeded.answeredAt !== undefined, ctx.conformance.dueNowRealSeconds * 1000, "the retry's 2xx").catch(() => undefined);
+    const since = ctx.count(webhook.endpoint);
+    await ctx.control.trigger("payment.received", business);
+    await ctx.arrivals(webhook.endpoint, since, 1, "the second event's first attempt");
+    await ctx.nextAttempt(webhook.endpoint, waits[0]!);
+    await ctx.nextAttempt(webhook.endpoint, waits[1]!);
+    const afterThirdFailure = await ctx.nextAttempt(webhook.endpoint, waits[2]!);
+    return { afterThirdFailure, retrySucceeded };
   });
 }
 
@@ -791,6 +848,58 @@ function webhooksSharingAUrl(ctx: ServerContext): Promise<SharedUrlRun> {
     const signedFor = (w: RegisteredWebhook) => ctx.receiver.at(endpoint).slice(since).some((d) => signedWith(ctx, d, w.secret));
     await ctx.receiver.waitFor(() => [first, second].every(signedFor), ctx.conformance.dueNowRealSeconds * 1000, "an attempt for each webhook of the URL").catch(() => undefined);
     return { webhooks: [first, second], deliveries: ctx.receiver.at(endpoint).slice(since).filter((d) => eventNameOf(d) === "lead.created") };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario: two more webhooks with one URL, each failing three times: six failures at the URL, three
+// of each webhook. The count is the webhook's (D7), so neither is disabled and every retry comes.
+
+/** Events whose first attempt at each webhook of the shared URL fails. */
+const SHARED_URL_FAILURES = 3;
+
+interface SharedUrlFailuresRun {
+  /** Why the second registration was refused, if it was. */
+  refused?: string;
+  /** Per webhook, how many of the events whose first attempt failed there were then answered 2xx there. */
+  deliveredAfterFailing: number[];
+  /** Deliveries signed with neither webhook's secret: the suite tells the two webhooks apart by it. */
+  unattributed: number;
+}
+
+function failuresAtASharedUrl(ctx: ServerContext): Promise<SharedUrlFailuresRun> {
+  return ctx.once("shared-url-failures", async () => {
+    const business = ctx.options.otherBusinessId;
+    const endpoint = "shared-url-failing";
+    const webhooks = [await ctx.register(endpoint, ["lead.created"], business)];
+    try {
+      webhooks.push(await ctx.register(endpoint, ["lead.created"], business));
+    } catch (e) {
+      return { refused: (e as Error).message, deliveredAfterFailing: [], unattributed: 0 };
+    }
+    const total = webhooks.length * SHARED_URL_FAILURES;
+    const whose = (d: Delivery) => webhooks.findIndex((w) => signedWith(ctx, d, w.secret));
+    const failed = new Set<string>();
+    const firsts: Delivery[] = [];
+    // Each event's first attempt at each webhook fails, once all of them are there: no retry, due a
+    // first wait later (a few ms on a scaled clock), comes between them.
+    ctx.receiver.respond(endpoint, async (d) => {
+      const key = `${eventIdOf(d)} ${whose(d)}`;
+      if (failed.has(key) || firsts.length >= total) return answers.ok;
+      failed.add(key);
+      firsts.push(d);
+      await ctx.receiver.waitFor(() => firsts.length === total, ctx.conformance.dueNowRealSeconds * 1000, "every first attempt at the shared URL").catch(() => undefined);
+      return answers.status(500);
+    });
+    await Promise.all(Array.from({ length: SHARED_URL_FAILURES }, () => ctx.control.trigger("lead.created", business)));
+    await ctx.arrivals(endpoint, 0, total, `the first attempts of ${SHARED_URL_FAILURES} events at each of two webhooks with one URL`);
+    // Long enough for each failure's first retry.
+    await ctx.quietFor(endpoint, Math.ceil(ctx.rules.retryWaitsSeconds[0]! * 1.2));
+    const succeeded = new Set(ctx.receiver.at(endpoint).filter(isSuccess).map((d) => `${eventIdOf(d)} ${whose(d)}`));
+    return {
+      deliveredAfterFailing: webhooks.map((_, i) => [...failed].filter((key) => key.endsWith(` ${i}`) && succeeded.has(key)).length),
+      unattributed: ctx.receiver.at(endpoint).filter((d) => whose(d) < 0).length,
+    };
   });
 }
 
@@ -1528,6 +1637,22 @@ export const serverChecks: ServerCheck[] = [
     },
   }),
   defineCheck({
+    id: "retry-success-resets-failure-count",
+    section: "§3, D7",
+    title: "A retry's 2xx resets the count as a first attempt's does: two failures, a retry answered 2xx, then three failures in a row leave the webhook enabled.",
+    scenario: RETRY_SUCCESS_SCENARIO,
+    async run(ctx) {
+      const { afterThirdFailure, retrySucceeded } = await retrySuccessThenFailures(ctx);
+      expectThat(retrySucceeded, "the first event's second retry, to be answered 2xx, did not come", "its second retry", "none");
+      expectThat(
+        afterThirdFailure.verdict !== "missing",
+        "the webhook stopped delivering after three failures in a row: the retry's 2xx before them did not reset the count",
+        "the second event's third retry",
+        afterThirdFailure.observed,
+      );
+    },
+  }),
+  defineCheck({
     id: "new-event-does-not-reset-failure-count",
     section: "§3, D7",
     title:
@@ -1657,6 +1782,27 @@ export const serverChecks: ServerCheck[] = [
       const which = (i: number) => (i === 0 ? "the first" : "the second");
       const signedFor = webhooks.map((w, i) => ({ webhook: which(i), deliveredSignedWithItsSecret: deliveries.some((d) => signedWith(ctx, d, w.secret)) }));
       expectEqual(signedFor, webhooks.map((_, i) => ({ webhook: which(i), deliveredSignedWithItsSecret: true })), "the event was not delivered to each webhook of the URL, signed with its own secret");
+    },
+  }),
+  defineCheck({
+    id: "webhooks-sharing-a-url-count-failures-apart",
+    section: "§3, D7, D9",
+    title: `Two webhooks with one URL keep a failure count each: ${SHARED_URL_FAILURES} failures of each, ${2 * SHARED_URL_FAILURES} at the URL, disable neither, and every failed event is delivered by its retry.`,
+    scenario: `two more webhooks of one business with one URL; ${SHARED_URL_FAILURES} events whose first attempt at each webhook fails, their retries answered 2xx`,
+    async run(ctx) {
+      const { refused, deliveredAfterFailing, unattributed } = await failuresAtASharedUrl(ctx);
+      expectThat(refused === undefined, "a second webhook with a registered URL was refused (D9; webhooks-sharing-a-url-each-get-the-event)", "201", refused);
+      expectThat(
+        unattributed === 0,
+        "deliveries at the shared URL were signed with neither webhook's secret, so the suite cannot tell whose they are (signature-uses-webhook-own-secret says why)",
+        "each signed with its webhook's secret",
+        `${unattributed} not`,
+      );
+      expectEqual(
+        deliveredAfterFailing,
+        [SHARED_URL_FAILURES, SHARED_URL_FAILURES],
+        `events whose first attempts failed were not delivered by their retries: a count kept per URL (${2 * SHARED_URL_FAILURES} failures there) disabled a webhook that failed ${SHARED_URL_FAILURES} times (D7: the count is the webhook's)`,
+      );
     },
   }),
   defineCheck({
@@ -1799,7 +1945,7 @@ export const serverChecks: ServerCheck[] = [
       const run = await failingUntilDisabled(ctx);
       expectSomeMail(ctx, run);
       const mails = run.mine.length ? run.mine : run.mails;
-      const contact = ctx.options.partnerEmail.toLowerCase();
+      const contact = mailbox(ctx.options.partnerEmail);
       // A Bcc copy sent in a transaction of its own is part of its notice (D26).
       const seen = notices(mails).map((copies) => ({ sentToContact: noticeAddressedTo(copies, contact), shows: noticeShows(copies) }));
       expectEqual(seen, seen.map(() => ({ sentToContact: true, shows: [contact] })), `the e-mail did not go to the partner's contact, or shows another address (its copies went to ${recipients(mails)})`);
@@ -1898,12 +2044,12 @@ export const serverChecks: ServerCheck[] = [
       "A notice goes to the contact of the partner whose webhook was disabled, and to no other partner, not even unseen by Bcc: the second client's notice to --second-partner-email alone, none of the first client's there.",
     scenario: "a webhook of the second client whose five events' first attempts fail (with --second-partner-email), and every notice of the run",
     async run(ctx) {
-      const second = ctx.options.secondPartnerEmail?.toLowerCase();
+      const second = ctx.options.secondPartnerEmail === undefined ? undefined : mailbox(ctx.options.secondPartnerEmail);
       if (second === undefined) {
         throw new CheckSkipped("give --second-partner-email (the second client's contact address) to check that each partner's notice goes to that partner alone");
       }
       const { webhook, mails } = await secondPartnerDisabled(ctx);
-      const first = ctx.options.partnerEmail.toLowerCase();
+      const first = mailbox(ctx.options.partnerEmail);
       const its = mails.filter((m) => isAbout(ctx, m, webhook.webhookID));
       expectThat(its.length > 0, `no e-mail named the second client's webhook ${webhook.webhookID} after its fifth failure in a row`, "a notice", "none");
       const seen = notices(its).map((copies) => ({
@@ -2051,17 +2197,38 @@ export const serverChecks: ServerCheck[] = [
     },
   }),
   defineCheck({
+    id: "triggered-event-carries-its-data",
+    section: "D24",
+    title: "An event triggered through the Control API with data carries that data as sent (its businessID the trigger's): nothing escaped, trimmed or re-encoded.",
+    scenario: `${DISABLE_SCENARIO}: its message.received, triggered with a text of <, >, &, /, "é", "—" and spaces at its ends`,
+    async run(ctx) {
+      const run = await failingUntilDisabled(ctx);
+      const first = run.firstAttempts[0];
+      expectThat(first !== undefined, "the triggered event's first attempt did not arrive", "an attempt", "none");
+      const sent: Record<string, unknown> = { ...run.triggered, businessID: ctx.options.businessId };
+      const data = envelopeOf(first!).data;
+      const changed = Object.keys(sent).filter((name) => !isDeepStrictEqual(data[name], sent[name]));
+      expectEqual(
+        Object.fromEntries(changed.map((name) => [name, data[name]])),
+        Object.fromEntries(changed.map((name) => [name, sent[name]])),
+        "the event's data is not the data it was triggered with (D24: it replaces the example's; D1: UTF-8 JSON of the event)",
+      );
+    },
+  }),
+  defineCheck({
     id: "delivery-goes-to-the-registered-url",
     section: "§6, D28",
     title: "Every delivery of the run is made to the URL its webhook registered, path and query as registered: nothing added, nothing changed, and its Host header the URL's host and port.",
     scenario: "every delivery the suite's receiver saw",
     async run(ctx) {
       await basics(ctx);
-      // Host is the URL's authority, its port included where it is not the scheme's default (RFC 9110 §7.2).
+      // Host is the URL's authority, its port included where it is not the scheme's default (RFC 9110 §7.2);
+      // the request-target its path and query (a registered URL with capitals and a query among them).
+      const urlOf = (endpoint: string) => ctx.registered.find((w) => w.endpoint === endpoint)?.url ?? ctx.receiver.url(endpoint);
       const wrong = ctx.receiver.deliveries
         .map((d) => {
-          const registered = new URL(ctx.receiver.url(d.endpoint));
-          return { registered: { host: registered.host, target: registered.pathname }, requested: { host: d.headers.host ?? "(no Host)", target: d.target } };
+          const registered = new URL(urlOf(d.endpoint));
+          return { registered: { host: registered.host, target: `${registered.pathname}${registered.search}` }, requested: { host: d.headers.host ?? "(no Host)", target: d.target } };
         })
         .filter(({ registered, requested }) => registered.target !== requested.target || registered.host.toLowerCase() !== requested.host.toLowerCase());
       const absoluteForm = wrong.some((w) => !w.requested.target.startsWith("/"));

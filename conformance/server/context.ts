@@ -67,9 +67,9 @@ export interface ServerContext {
   conformance: ConformanceRules;
   /**
    * Registers a webhook for an endpoint of the suite's receiver with `secret` (default: a new one of 30
-   * code points); a refusal stops the run (SetupError) with what to change.
+   * code points), its URL with `query` if given; a refusal stops the run (SetupError) with what to change.
    */
-  register(endpoint: string, events: EventName[], businessID: string, secret?: string): Promise<RegisteredWebhook>;
+  register(endpoint: string, events: EventName[], businessID: string, secret?: string, query?: string): Promise<RegisteredWebhook>;
   /** The same as the second client (another partner), for its business (`secondClientBusinessId`). */
   registerAsSecondClient(endpoint: string, events: EventName[]): Promise<RegisteredWebhook>;
   /** Every webhook `register` and `registerAsSecondClient` made, in order. */
@@ -313,9 +313,9 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     return { status: answer.response.status, body: answer.data ?? answer.error };
   }
 
-  async function registerWith(asSecondClient: boolean, endpoint: string, events: EventName[], businessID: string, secret = newSecret()): Promise<RegisteredWebhook> {
+  async function registerWith(asSecondClient: boolean, endpoint: string, events: EventName[], businessID: string, secret = newSecret(), query?: string): Promise<RegisteredWebhook> {
     const post = asSecondClient ? registerRawAsSecondClient : registerRaw;
-    const url = receiver.url(endpoint);
+    const url = `${receiver.url(endpoint)}${query === undefined ? "" : `?${query}`}`;
     const { status, body } = await post({ url, events, businessID, secret });
     const webhookID = (body as { webhookID?: string } | undefined)?.webhookID;
     if (status !== 201 || !webhookID) {
@@ -338,7 +338,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     rules,
     conformance,
     registered,
-    register: (endpoint, events, businessID, secret) => registerWith(false, endpoint, events, businessID, secret),
+    register: (endpoint, events, businessID, secret, query) => registerWith(false, endpoint, events, businessID, secret, query),
     registerAsSecondClient: (endpoint, events) => registerWith(true, endpoint, events, resolved.secondClientBusinessId),
     registerRaw,
     registerRawAsSecondClient,

@@ -6,7 +6,7 @@ import type { CapturedMail } from "../harness/smtp-sink.js";
 export interface DisableMailSeen {
   /** The envelope's recipients (RCPT TO), Bcc included. */
   to: string[];
-  /** The recipients the message shows (its To, Cc and, sent as a header, Bcc), lower case. */
+  /** The recipients the message shows (its To, Cc and, sent as a header, Bcc), as `mailbox` writes them. */
   shownTo: string[];
   subject: string;
   /** Header names in lower case; the last value of a repeated one. */
@@ -19,16 +19,25 @@ export async function decodeMail(mail: CapturedMail): Promise<DisableMailSeen> {
   const parsed = await PostalMime.parse(mail.raw);
   return {
     to: mail.to,
-    shownTo: [...(parsed.to ?? []), ...(parsed.cc ?? []), ...(parsed.bcc ?? [])].flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => (a.address ?? "").toLowerCase()),
+    shownTo: [...(parsed.to ?? []), ...(parsed.cc ?? []), ...(parsed.bcc ?? [])].flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => mailbox(a.address ?? "")),
     subject: parsed.subject ?? "",
     headers: Object.fromEntries(parsed.headers.map((h) => [h.key, h.value])),
     text: parsed.text ?? "",
   };
 }
 
-/** Whether the e-mail was sent to the address (an envelope recipient, Bcc included), in any letter case; caught or decoded. */
+/**
+ * An address as compared: its domain in lower case, its local part as written (RFC 5321 §2.4: a local
+ * part's letter case may matter to its mailbox, so a platform sends it as the partner gave it).
+ */
+export function mailbox(address: string): string {
+  const at = address.lastIndexOf("@");
+  return at < 0 ? address : `${address.slice(0, at)}@${address.slice(at + 1).toLowerCase()}`;
+}
+
+/** Whether the e-mail was sent to the address (an envelope recipient, Bcc included); caught or decoded. */
 export function addressedTo(mail: { readonly to: readonly string[] }, address: string): boolean {
-  return mail.to.some((a) => a.toLowerCase() === address.toLowerCase());
+  return mail.to.some((a) => mailbox(a) === mailbox(address));
 }
 
 /**

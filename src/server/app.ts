@@ -471,7 +471,8 @@ export function createApp(options: AppOptions): FastifyInstance {
     // RFC 6749 §3.2: parameters must not be included more than once.
     const repeated = [...new Set(params.keys())].filter((k) => params.getAll(k).length > 1);
     if (repeated.length) return oauthError(reply, 400, "invalid_request", `Each parameter may be sent once; repeated: ${repeated.join(", ")}.`);
-    const body = Object.fromEntries(params) as Record<string, string>;
+    // RFC 6749 §3.1: a parameter sent without a value is treated as if omitted (`scope=`, `client_secret=` beside HTTP Basic).
+    const body = Object.fromEntries([...params].filter(([, value]) => value !== "")) as Record<string, string>;
     const basic = basicCredentials(req.headers.authorization);
     if (basic === "malformed") return oauthError(reply, 400, "invalid_request", "The Authorization header is not HTTP Basic client authentication (RFC 6749 §2.3.1).");
     // One authentication method per request (RFC 6749 §2.3, D31).

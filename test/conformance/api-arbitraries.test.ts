@@ -140,25 +140,29 @@ describe("mutationsOf", () => {
     );
   });
 
-  it("adds one misspelt member (with the value of the member it misspells) to each closed object of a body, none to an open one", () => {
+  it("adds one misspelt member and one in other letters (with the value of the member they stand for) to each closed object of a body, none to an open one", () => {
     const body = contract.apiOperations.find((op) => op.operationId === "createServiceRequest")!.body!;
     const example = body.examples["request-created"] as { customer: Record<string, unknown> };
     const extra = mutationsOf(body.schema, example, resolve).filter((m) => m.kind === "extra-member");
-    expect(extra.map((m) => m.pointer)).toEqual(["/categroyID", "/customer/naem"]);
-    expect((extra[1]!.value as typeof example).customer).toEqual({ ...example.customer, naem: example.customer.name });
+    expect(extra.map((m) => m.pointer)).toEqual(["/categroyID", "/CATEGORYID", "/customer/naem", "/customer/NAME"]);
+    expect((extra[2]!.value as typeof example).customer).toEqual({ ...example.customer, naem: example.customer.name });
+    expect((extra[3]!.value as typeof example).customer).toEqual({ ...example.customer, NAME: example.customer.name });
     // The response's customer stays open (D16): nothing to refuse there.
     expect(mutationsOf({ $ref: "#/components/schemas/Customer" }, example.customer, resolve).filter((m) => m.kind === "extra-member")).toEqual([]);
     const clash = { type: "object", properties: { ab: { type: "string" }, ba: { type: "string" } }, additionalProperties: false };
-    expect(mutationsOf(clash, { ab: "x", ba: "y" }, resolve).filter((m) => m.kind === "extra-member").map((m) => m.pointer)).toEqual(["/ba_"]);
+    expect(mutationsOf(clash, { ab: "x", ba: "y" }, resolve).filter((m) => m.kind === "extra-member").map((m) => m.pointer)).toEqual(["/ba_", "/AB"]);
   });
 
   it("varies pattern faults with the value and drops variants the validator accepts", () => {
     const schema = { type: "string", pattern: "^[0-9]{1,19}$" };
-    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "", "4711\n"]);
+    // Arabic-Indic digits: `[0-9]` is ASCII in ECMA-262.
+    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "", "4711\n", "٤٧١١"]);
     // Other letters break a case-sensitive pattern; a line feed after the value is refused as ECMA-262's `$` does.
     expect(mutationsOf({ type: "string", pattern: "^https://" }, "https://hooks.example.com/a", resolve).map((m) => m.value)).toContain("HTTPS://HOOKS.EXAMPLE.COM/A");
     expect(mutationsOf({ type: "string", enum: ["lead.created"] }, "lead.created", resolve).map((m) => m.value)).toContain("LEAD.CREATED");
     expect(mutationsOf({ type: "string", minLength: 16 }, "a".repeat(16), resolve).map((m) => m.value)).toContain("é".repeat(15));
+    // 8 code points, 16 UTF-16 units.
+    expect(mutationsOf({ type: "string", minLength: 16 }, "a".repeat(16), resolve).map((m) => m.value)).toContain("😀".repeat(8));
     expect(mutationsOf(schema, "1000123", resolve).map((m) => m.value)).toContain("100012310001231000123");
     const acceptsAll = () => false;
     expect(mutationsOf(schema, "4711", resolve, acceptsAll)).toEqual([]);

@@ -3,7 +3,7 @@
 import MailComposer from "nodemailer/lib/mail-composer/index.js";
 import { describe, expect, it } from "vitest";
 import { loadDeliveryRules } from "@partner-platform/sdk";
-import { decodeMail, namesWebhook } from "../../conformance/server/mail.js";
+import { addressedTo, decodeMail, namesWebhook } from "../../conformance/server/mail.js";
 import { composeDisableMail } from "../../src/server/delivery/mail.js";
 
 const rules = loadDeliveryRules();
@@ -39,5 +39,13 @@ describe("which webhook a caught notice is about", () => {
     const notice = await caughtNotice("300001", false);
     expect(namesWebhook(notice, "300001", header)).toBe(true);
     expect(namesWebhook(notice, "30000", header)).toBe(false);
+  });
+});
+
+describe("whether a caught e-mail went to an address", () => {
+  it("compares the domain in any letter case and the local part exactly (RFC 5321 §2.4)", () => {
+    const mail = { to: ["Ops.Hooks+pp@ACME-Partner.example"] };
+    expect(addressedTo(mail, "Ops.Hooks+pp@acme-partner.example")).toBe(true);
+    expect(addressedTo(mail, "ops.hooks+pp@acme-partner.example")).toBe(false);
   });
 });
