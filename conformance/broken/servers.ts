@@ -398,6 +398,9 @@ export const brokenServers: BrokenServer[] = [
     id: "delivers-to-url-with-query",
     parts: (base) => ({ send: (url, body, signature, signal) => base.send(`${url}?attempt=1`, body, signature, signal) }),
   },
+  // An advance that jumps to its target: what is due by then made once, at the target (D24: each due
+  // instant on the way in turn, so a retry falling due within the advance is made in it).
+  { id: "advance-jumps-to-its-target", parts: (base) => ({ timing: { ...base.timing, advanceSteps: async () => undefined } }) },
   // Event text HTML-escaped when the event is built (a template engine's default): not the data as triggered.
   {
     id: "html-escapes-event-text",

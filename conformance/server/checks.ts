@@ -852,6 +852,36 @@ function webhooksSharingAUrl(ctx: ServerContext): Promise<SharedUrlRun> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scenario: one step of the clock over an event's first two retries (D24: an advance makes what falls
+// due on the way, in order, a retry that falls due within it included). The retry after the first
+// fails falls due inside the same step.
+
+const ONE_STEP_SCENARIO =
+  "an event whose first two attempts fail, then one step of the clock past its first two retries' due instants (a virtual clock's single advance)";
+
+function oneStepOverTwoRetries(ctx: ServerContext): Promise<{ attempts: number; seconds: number }> {
+  return ctx.once("one-step", async () => {
+    const business = ctx.options.otherBusinessId;
+    const [first, second] = ctx.rules.retryWaitsSeconds as [number, number];
+    // payment.received of the other business, as the reset-after-retry scenario's (which answers a third event 2xx).
+    const webhook = await ctx.register("one-step", ["payment.received"], business);
+    const attempts = new Map<string, number>();
+    ctx.receiver.respond(webhook.endpoint, (d) => {
+      const id = eventIdOf(d) ?? "";
+      const n = (attempts.get(id) ?? 0) + 1;
+      attempts.set(id, n);
+      return n <= 2 ? answers.status(500) : answers.ok;
+    });
+    await ctx.control.trigger("payment.received", business);
+    await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt");
+    // Past the second retry's due instant by half a first wait, short of a third retry's.
+    const seconds = first + second + Math.ceil(first / 2);
+    await ctx.quietFor(webhook.endpoint, seconds);
+    return { attempts: ctx.count(webhook.endpoint), seconds };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Scenario: two more webhooks with one URL, each failing three times: six failures at the URL, three
 // of each webhook. The count is the webhook's (D7), so neither is disabled and every retry comes.
 
@@ -1782,6 +1812,22 @@ export const serverChecks: ServerCheck[] = [
       const which = (i: number) => (i === 0 ? "the first" : "the second");
       const signedFor = webhooks.map((w, i) => ({ webhook: which(i), deliveredSignedWithItsSecret: deliveries.some((d) => signedWith(ctx, d, w.secret)) }));
       expectEqual(signedFor, webhooks.map((_, i) => ({ webhook: which(i), deliveredSignedWithItsSecret: true })), "the event was not delivered to each webhook of the URL, signed with its own secret");
+    },
+  }),
+  defineCheck({
+    id: "advance-makes-every-retry-on-the-way",
+    section: "D24",
+    title: "One step of the clock over two retries of an event makes both: the second falls due during the step, after the first failed, and is made in it.",
+    scenario: ONE_STEP_SCENARIO,
+    async run(ctx) {
+      const { attempts, seconds } = await oneStepOverTwoRetries(ctx);
+      const [first, second] = ctx.rules.retryWaitsSeconds;
+      expectThat(
+        attempts === 3,
+        `${seconds} s in one step after a failed first attempt: the retries due at ${first} s and, after that one failed, at ${first! + second!} s were not both made (D24: an advance makes what falls due on the way, in order, not only what was due when it began)`,
+        "3 attempts: the first and two retries",
+        `${attempts}`,
+      );
     },
   }),
   defineCheck({

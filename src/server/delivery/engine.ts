@@ -7,7 +7,7 @@ import { NEXT_DUE_AT, type Db, type Queryable } from "../store.js";
 import { createBatcher } from "./batches.js";
 import { createDeadlines } from "./deadlines.js";
 import { composeDisableMail } from "./mail.js";
-import { endOf, memoized, type ClaimedAttempt, type DeliveryParts, type NewEvent, type Outcome, type Recorded } from "./parts.js";
+import { endOf, memoized, type AdvanceSteps, type ClaimedAttempt, type DeliveryParts, type NewEvent, type Outcome, type Recorded } from "./parts.js";
 import { originShares } from "./share.js";
 
 /**
@@ -679,17 +679,18 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     async advance(seconds) {
       await settle();
       const target = clock.now() + seconds * 1000;
-      for (;;) {
-        if (stopped) return;
-        const next = await nextDueAt();
-        if (next === undefined || next > target) break;
-        clock.set(next);
-        await runDue();
-        await settle();
-      }
-      clock.set(target);
-      await runDue();
-      await settle();
+      const steps: AdvanceSteps = {
+        nextDueAt: async () => (stopped ? undefined : nextDueAt()),
+        async step(at) {
+          if (stopped) return false;
+          clock.set(at);
+          await runDue();
+          await settle();
+          return true;
+        },
+      };
+      await (parts.timing.advanceSteps ?? stepThroughDueInstants)(target, steps);
+      await steps.step(target);
     },
     async start() {
       // Attempts in flight when a process died (kill -9) are made again now, not after their lease.
@@ -729,4 +730,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       await db.query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE state = 'in_flight' AND claimed_by = $1", [options.owner]);
     },
   };
+}
+
+/** D24: an advance moves through every instant something falls due on the way, in order. */
+async function stepThroughDueInstants(target: number, steps: AdvanceSteps): Promise<void> {
+  for (;;) {
+    const next = await steps.nextDueAt();
+    if (next === undefined || next > target || !(await steps.step(next))) return;
+  }
 }

@@ -110,6 +110,20 @@ export interface DisableMail {
 export interface Timing {
   queued?(makeDue: () => Promise<void>): void | Promise<void>;
   beforeAttempt?(): Promise<void>;
+  /**
+   * The steps of a virtual clock's advance before its last, to `target`: by default one to each instant
+   * something falls due on the way, in order (D24), each waiting for its outcomes, so that a retry that
+   * falls due within the advance is made in it.
+   */
+  advanceSteps?(target: number, clock: AdvanceSteps): Promise<void>;
+}
+
+/** What an advance's steps are made of. */
+export interface AdvanceSteps {
+  /** The earliest instant something is due, if anything is pending. */
+  nextDueAt(): Promise<number | undefined>;
+  /** Moves the clock to `at`, makes what is due and waits for its outcomes; false once the engine stops. */
+  step(at: number): Promise<boolean>;
 }
 
 export interface DeliveryParts {
