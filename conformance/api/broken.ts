@@ -344,8 +344,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         return reply(res, answer);
       }
       const bearer = bearerOf(req);
-      const matches = (t: string) => (id === "tokens-ignore-case" ? t.toLowerCase() === bearer!.toLowerCase() : bearer!.startsWith(t));
-      const real = bearer === undefined ? undefined : [...issuedTokens].find(matches);
+      const real =
+        bearer === undefined ? undefined : [...issuedTokens].find((t) => (id === "tokens-ignore-case" ? t.toLowerCase() === bearer.toLowerCase() : bearer.startsWith(t)));
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
     }
     if (id === "hands-back-live-tokens") {
@@ -694,7 +694,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       answer.headers["x-webhook-secret-hint"] = sent.secret.slice(-8);
     }
     if (id === "returns-the-secret-escaped" && registering && answer.status === 201 && typeof sent.secret === "string") {
-      const escaped = [...Array(sent.secret.length).keys()].map((i) => `\\u${(sent.secret as string).charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
+      // Each UTF-16 unit as \uXXXX (an astral character as its surrogate pair, as JSON writes it).
+      const escaped = sent.secret.split("").map((unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
       answer.body = Buffer.from(`{"secretRef":"${escaped}",${answer.body.toString("utf8").trimStart().slice(1)}`);
     }
     if (id === "returns-the-secret-reversed" && registering && answer.status === 201 && typeof sent.secret === "string") {

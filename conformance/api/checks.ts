@@ -129,9 +129,11 @@ function expectNothingSecretReturned(input: Input, response: ResponseSeen): void
     const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), bytes.toString("hex")];
     const encoded = [bytes.toString("base64"), bytes.toString("base64url")];
     const answer = [response.text, ...jsonStringsOf(response.text), ...Object.values(response.headers).flat()].join("\n");
+    const folded = answer.toLowerCase();
+    const heldAlone = (part: string, held: boolean) => held && !others.some((other) => other.includes(part.toLowerCase()));
     const quoted = [
-      ...text.flatMap(telltales).filter((part) => !others.some((other) => other.includes(part.toLowerCase())) && answer.toLowerCase().includes(part.toLowerCase())),
-      ...encoded.flatMap(telltales).filter((part) => !others.some((other) => other.includes(part.toLowerCase())) && answer.includes(part)),
+      ...text.flatMap(telltales).filter((part) => heldAlone(part, folded.includes(part.toLowerCase()))),
+      ...encoded.flatMap(telltales).filter((part) => heldAlone(part, answer.includes(part))),
     ];
     expectThat(
       quoted.length === 0,

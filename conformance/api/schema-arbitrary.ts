@@ -329,10 +329,12 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         for (const c of breaking) emit(tokens, "pattern", c);
       }
       if (s.minLength > 0) emit(tokens, "too-short", [...v].slice(0, s.minLength - 1).join(""));
-      // Too short in code points, long enough in UTF-8 bytes (D16: lengths are counted in code points).
-      if (s.minLength > 1) emit(tokens, "too-short", "é".repeat(s.minLength - 1));
-      // Too short in code points, long enough in UTF-16 units (Java's and JavaScript's String length).
-      if (s.minLength > 1) emit(tokens, "too-short", "😀".repeat(Math.ceil(s.minLength / 2)));
+      if (s.minLength > 1) {
+        // Too short in code points, long enough in UTF-8 bytes (D16: lengths are counted in code points),
+        // and long enough in UTF-16 units (Java's and JavaScript's String length).
+        emit(tokens, "too-short", "é".repeat(s.minLength - 1));
+        emit(tokens, "too-short", "😀".repeat(Math.ceil(s.minLength / 2)));
+      }
       if (s.maxLength !== undefined) emit(tokens, "too-long", v + "a".repeat(Math.max(1, s.maxLength + 1 - codePoints(v))));
       if (typeof s.format === "string" && s.format in BAD_FORMAT) emit(tokens, "format", BAD_FORMAT[s.format]);
     }

@@ -49,8 +49,8 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       const a = rows[0];
       if (!a) return "stale";
       if (o.cancelled) return "cancelled";
-      const { rows: webhooks } = await tx.query<{ status: string; consecutive_failures: number; client_id: string }>(
-        "SELECT status, consecutive_failures, client_id FROM webhooks WHERE id = $1 FOR UPDATE",
+      const { rows: webhooks } = await tx.query<{ status: string; consecutive_failures: number; client_id: string; url: string }>(
+        "SELECT status, consecutive_failures, client_id, url FROM webhooks WHERE id = $1 FOR UPDATE",
         [a.webhook_id],
       );
       const w = webhooks[0]!;
@@ -64,7 +64,7 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         if (faults.resetsBusinessOnSuccess) {
           await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE business_id = (SELECT business_id FROM webhooks WHERE id = $1)", [a.webhook_id]);
         } else if (faults.perUrl) {
-          await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE url = (SELECT url FROM webhooks WHERE id = $1)", [a.webhook_id]);
+          await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE url = $1", [w.url]);
         } else if (!faults.noReset && !(faults.noResetOnRetry && a.attempt > 1)) await tx.query("UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1", [a.webhook_id]);
         byName.delete(a.webhook_id);
         return "succeeded";
@@ -78,10 +78,7 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         return n;
       };
       const urlCount = async () => {
-        const { rows: counts } = await tx.query<{ n: number }>(
-          "SELECT max(consecutive_failures) AS n FROM webhooks WHERE url = (SELECT url FROM webhooks WHERE id = $1)",
-          [a.webhook_id],
-        );
+        const { rows: counts } = await tx.query<{ n: number }>("SELECT max(consecutive_failures) AS n FROM webhooks WHERE url = $1", [w.url]);
         return Number(counts[0]!.n) + 1;
       };
       const counter = faults.resetsOn?.(o)
@@ -93,7 +90,7 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         : faults.perEventName
           ? await nameCount()
           : (faults.counterOf?.(o.attemptId) ?? w.consecutive_failures) + 1;
-      if (faults.perUrl) await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE url = (SELECT url FROM webhooks WHERE id = $1)", [a.webhook_id, counter]);
+      if (faults.perUrl) await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE url = $1", [w.url, counter]);
       else await tx.query("UPDATE webhooks SET consecutive_failures = $2 WHERE id = $1", [a.webhook_id, counter]);
       const retry = () =>
         o.retryAt === undefined

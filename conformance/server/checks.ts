@@ -32,6 +32,16 @@ const signedWith = (ctx: ServerContext, d: Delivery, secret: string) => d.header
  * the scenarios go on and envelope-matches-event-schema says what is wrong with it.
  */
 const envelopeOf = (d: Delivery): Envelope => envelopeOrUndefined(d) ?? { id: `(not JSON, delivery ${d.seq})`, event: "(not JSON)", timestamp: "", data: {} };
+/**
+ * Where a delivery stands among those its endpoint saw up to it: which attempt of its event (1 for the
+ * first) and which of the endpoint's events (0 for the first), by the order they came.
+ */
+function placeOf(ctx: ServerContext, d: Delivery): { attempt: number; event: number } {
+  const seen = ctx.receiver.at(d.endpoint);
+  const ids = seen.slice(0, seen.indexOf(d) + 1).map((x) => envelopeOf(x).id);
+  const id = envelopeOf(d).id;
+  return { attempt: ids.filter((i) => i === id).length, event: [...new Set(ids)].indexOf(id) };
+}
 /** Each caught e-mail decoded once, however often a wait or a check reads it. */
 const decodedMails = new WeakMap<CapturedMail, Promise<DisableMailSeen>>();
 function decodedOnce(mail: CapturedMail): Promise<DisableMailSeen> {
@@ -390,7 +400,7 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
     await ctx.quietFor(webhook.endpoint, Math.ceil(nextWait * 1.2));
     await ctx.control.trigger("message.received", ctx.options.businessId);
     await ctx.quietFor(webhook.endpoint, 0);
-    const decodeSince = async () => Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodeMail));
+    const decodeSince = async () => Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodedOnce));
     // Until a copy reaches the contact: a copy to the platform's own mailbox may come first (D26).
     await ctx.smtp
       .waitFor((m) => m.slice(mailsBefore).some((mail) => addressedTo(mail, ctx.options.partnerEmail)), ctx.conformance.dueNowRealSeconds * 1000, "the disable e-mail")
@@ -621,14 +631,9 @@ function retrySuccessThenFailures(ctx: ServerContext): Promise<RetrySuccessRun> 
     const webhook = await ctx.register("Retry-Success", ["payment.received"], business, undefined, "partner=Acme&name=R%C3%A9sum%C3%A9");
     // By event, in the order they come: the first fails twice, the second three times; any other is answered 2xx.
     const failuresOf = [2, 3];
-    const events: string[] = [];
-    const attempts = new Map<string, number>();
     ctx.receiver.respond(webhook.endpoint, (d) => {
-      const id = envelopeOf(d).id;
-      if (!events.includes(id)) events.push(id);
-      const n = (attempts.get(id) ?? 0) + 1;
-      attempts.set(id, n);
-      return n <= (failuresOf[events.indexOf(id)] ?? 0) ? answers.status(500) : answers.ok;
+      const { attempt, event } = placeOf(ctx, d);
+      return attempt <= (failuresOf[event] ?? 0) ? answers.status(500) : answers.ok;
     });
     await ctx.control.trigger("payment.received", business);
     await ctx.arrivals(webhook.endpoint, 0, 1, "the first event's first attempt");
@@ -865,13 +870,7 @@ function oneStepOverTwoRetries(ctx: ServerContext): Promise<{ attempts: number; 
     const [first, second] = ctx.rules.retryWaitsSeconds as [number, number];
     // payment.received of the other business, as the reset-after-retry scenario's (which answers a third event 2xx).
     const webhook = await ctx.register("one-step", ["payment.received"], business);
-    const attempts = new Map<string, number>();
-    ctx.receiver.respond(webhook.endpoint, (d) => {
-      const id = eventIdOf(d) ?? "";
-      const n = (attempts.get(id) ?? 0) + 1;
-      attempts.set(id, n);
-      return n <= 2 ? answers.status(500) : answers.ok;
-    });
+    ctx.receiver.respond(webhook.endpoint, (d) => (placeOf(ctx, d).attempt <= 2 ? answers.status(500) : answers.ok));
     await ctx.control.trigger("payment.received", business);
     await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt");
     // Past the second retry's due instant by half a first wait, short of a third retry's.
@@ -909,16 +908,15 @@ function failuresAtASharedUrl(ctx: ServerContext): Promise<SharedUrlFailuresRun>
     }
     const total = webhooks.length * SHARED_URL_FAILURES;
     const whose = (d: Delivery) => webhooks.findIndex((w) => signedWith(ctx, d, w.secret));
+    /** The first attempts failed, as "event webhook". */
     const failed = new Set<string>();
-    const firsts: Delivery[] = [];
     // Each event's first attempt at each webhook fails, once all of them are there: no retry, due a
     // first wait later (a few ms on a scaled clock), comes between them.
     ctx.receiver.respond(endpoint, async (d) => {
       const key = `${eventIdOf(d)} ${whose(d)}`;
-      if (failed.has(key) || firsts.length >= total) return answers.ok;
+      if (failed.has(key) || failed.size >= total) return answers.ok;
       failed.add(key);
-      firsts.push(d);
-      await ctx.receiver.waitFor(() => firsts.length === total, ctx.conformance.dueNowRealSeconds * 1000, "every first attempt at the shared URL").catch(() => undefined);
+      await ctx.receiver.waitFor(() => failed.size === total, ctx.conformance.dueNowRealSeconds * 1000, "every first attempt at the shared URL").catch(() => undefined);
       return answers.status(500);
     });
     await Promise.all(Array.from({ length: SHARED_URL_FAILURES }, () => ctx.control.trigger("lead.created", business)));
@@ -1103,7 +1101,7 @@ async function afterTheFailures(ctx: ServerContext, webhook: RegisteredWebhook, 
   await ctx.control.trigger("message.received", business);
   const lastArrived = (await ctx.arrivals(webhook.endpoint, since, 1, what)).length > 0;
   const delivered = new Set(ctx.receiver.at(webhook.endpoint).filter(isSuccess).map((d) => envelopeOf(d).id));
-  const mails = await Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodeMail));
+  const mails = await Promise.all(ctx.smtp.messages.slice(mailsBefore).map(decodedOnce));
   return { delivered, lastArrived, mails: mails.filter((m) => isAbout(ctx, m, webhook.webhookID)) };
 }
 
