@@ -167,6 +167,8 @@ function credentialsOf(req: IncomingMessage, body: Buffer): { clientId: string; 
 
 /** The bearer token a request carries, if any. */
 const bearerOf = (req: IncomingMessage): string | undefined => /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+/** Whether a request authenticates with HTTP Basic (well-formed or not). */
+const sendsBasic = (req: IncomingMessage): boolean => /^Basic /i.test(req.headers.authorization ?? "");
 
 /** The client id of a token request: HTTP Basic's, else the form's. */
 const clientIdOf = (req: IncomingMessage, body: Buffer): string => credentialsOf(req, body).clientId;
@@ -324,7 +326,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const answer = await withFormParam(req, body, "scope", (scope) => (scope.includes(",") ? scope.replace(/,/g, " ") : undefined));
       if (answer) return reply(res, answer);
     }
-    if (id === "api-takes-basic-credentials" && !isToken && /^Basic /i.test(req.headers.authorization ?? "")) {
+    if (id === "api-takes-basic-credentials" && !isToken && sendsBasic(req)) {
       // The credentials exchanged for a token of every scope the client may have, behind the caller's back.
       const token = await forward(
         { ...req, method: "POST", url: contract.tokenOperation.path, headers: { "content-type": "application/x-www-form-urlencoded", authorization: req.headers.authorization } } as IncomingMessage,
@@ -483,7 +485,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         return;
       }
     }
-    if (id === "empty-secret-is-a-second-method" && isToken && /^Basic /i.test(req.headers.authorization ?? "") && new URLSearchParams(body.toString("utf8")).get("client_secret") === "") {
+    if (id === "empty-secret-is-a-second-method" && isToken && sendsBasic(req) && new URLSearchParams(body.toString("utf8")).get("client_secret") === "") {
       return oauthError(res, 400, "invalid_request", "Two authentication methods.");
     }
     if (id === "accepts-two-authentication-methods" && isToken && new URLSearchParams(body.toString("utf8")).get("client_secret")) {
@@ -603,14 +605,14 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "requires-scope-parameter" && form && !form.has("scope") && body.length > 0) return oauthError(res, 400, "invalid_scope", "scope is required.");
     if (id === "empty-scope-is-invalid" && form?.get("scope") === "") return oauthError(res, 400, "invalid_scope", "scope is empty.");
-    if (id === "basic-refuses-same-client-id" && form?.has("client_id") && /^Basic /i.test(req.headers.authorization ?? "")) {
+    if (id === "basic-refuses-same-client-id" && form?.has("client_id") && sendsBasic(req)) {
       return oauthError(res, 400, "invalid_request", "Two authentication methods.");
     }
-    if (id === "basic-ignores-other-client-id" && form?.has("client_id") && !form.has("client_secret") && /^Basic /i.test(req.headers.authorization ?? "")) {
+    if (id === "basic-ignores-other-client-id" && form?.has("client_id") && !form.has("client_secret") && sendsBasic(req)) {
       form.delete("client_id");
       return reply(res, await forward(req, Buffer.from(form.toString())));
     }
-    if (id === "malformed-basic-is-invalid-client" && isToken && /^Basic /i.test(req.headers.authorization ?? "") && typeof basicCredentials(req.headers.authorization) !== "object") {
+    if (id === "malformed-basic-is-invalid-client" && isToken && sendsBasic(req) && typeof basicCredentials(req.headers.authorization) !== "object") {
       return refuseClient(res, true);
     }
     if (id === "reads-created-resources" && req.method === "GET" && [register.path, create.path].some((p) => path === p || path.startsWith(`${p}/`))) {
