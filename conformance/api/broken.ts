@@ -50,10 +50,17 @@ export const brokenApis = [
   { id: "scopes-ignore-case", description: "Takes scopes in any letter case: a token requested for DEMAND::SEARCH is issued for demand::search (RFC 6749 §3.3: compared exactly)." },
   { id: "tokens-ignore-case", description: "Looks bearer tokens up without regard to letter case: a real token with its letters swapped is taken for it." },
   { id: "tokens-match-by-prefix", description: "Looks bearer tokens up by their start: a real token with characters added is taken for it (tokens are compared exactly)." },
+  { id: "rewrites-webhook-urls", description: "Answers a registered webhook's url as a URL parser writes it again (host lower-cased, / for an empty path), not as sent (D28: never silently rewritten)." },
+  { id: "normalizes-names-to-nfc", description: "Holds a service request's customer name normalized to Unicode NFC: a decomposed é is answered composed (D17: held as sent)." },
+  { id: "secrets-match-by-prefix", description: "Compares a client secret by its start: the secret with its last character left out (4 characters or more of it) gets a token (D11: compared exactly)." },
+  { id: "takes-tab-separated-scopes", description: "Splits the scope parameter on any whitespace (Ruby's split(' '), awk): demand::search and demand::request joined by a tab are issued for both (RFC 6749 §3.3: one space between scope tokens, a tab is no scope character)." },
+  { id: "lenient-base64", description: "Decodes an HTTP Basic header's base64 leniently, skipping characters base64 does not have (Ruby's Base64.decode64): valid credentials followed by !! get a token (D31: not well-formed Basic is invalid_request)." },
+  { id: "charset-case-sensitive", description: "Refuses a JSON body labelled charset=UTF-8 with 415: only charset=utf-8 in lower case is taken (D29: utf-8 in any case; RFC 9110 §8.3.2: charset names are case-insensitive)." },
   { id: "takes-comma-separated-scopes", description: "Reads a scope parameter's commas as separators: demand::search,demand::request is issued for both (RFC 6749 §3.3: separated by spaces)." },
   { id: "api-takes-basic-credentials", description: "The API operations take the client's credentials as HTTP Basic in place of a bearer token (§5.1, D13: a bearer token)." },
   { id: "accepts-json-prefixed-types", description: "A body sent as application/json-seq or application/jsonp is taken as application/json: the media type is matched by its start (D13: 415)." },
   { id: "one-lead-id-for-all", description: "Every lead of every service request has the id 1 (D14: each lead its own id)." },
+  { id: "created-at-in-local-time", description: "A created resource's createdAt is the server's local time (UTC-5) written with Z: five hours before it was created (D14)." },
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
   { id: "500-on-deep-nesting", description: "A JSON body nested 1,000 arrays deep or more gets a 500: the parser recurses and overflows its stack (D13: client input never causes a 5xx)." },
   { id: "counts-lengths-in-utf16-units", description: "Counts a string's length in UTF-16 units (Java's String.length): a secret of 8 emoji is 16 long (D16: code points)." },
@@ -118,7 +125,7 @@ export const legalApis = [
   {
     id: "answers-in-its-own-form",
     description:
-      "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, a 201's Location relative to the request's URI with its id's first digit percent-encoded (webhooks/%33…, RFC 9110 §10.2.2, RFC 3986 §6.2.2.2), a DPoP challenge before the Bearer one of a 401 and 403 (in one line) and before the Basic one of the token endpoint's 401 (in two), and a 403 Bearer challenge without its error attribute (D13, D16, D35).",
+      "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, a 201's Location relative to the request's URI with its id's first digit percent-encoded (webhooks/%33…, RFC 9110 §10.2.2, RFC 3986 §6.2.2.2), a DPoP challenge before the Bearer one of a 401 and 403 (in one line) and before the Basic one of the token endpoint's 401 (in two), and a 403 Bearer challenge without its error attribute, and a 422's detail with words of its own that generated secrets hold too (propertyIsEnumerable, constructor, …) (D13, D16, D35).",
   },
   {
     id: "limits-token-requests-in-bursts-of-8",
@@ -322,6 +329,19 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       limitedOnce.add(`${req.method} ${path}`);
       return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", ...(path === token.path ? { "cache-control": "no-store" } : {}) });
     }
+    if (id === "takes-tab-separated-scopes" && isToken) {
+      const answer = await withFormParam(req, body, "scope", (scope) => (/\s/.test(scope.replace(/ /g, "")) ? scope.split(/\s+/).filter(Boolean).join(" ") : undefined));
+      if (answer) return reply(res, answer);
+    }
+    if (id === "lenient-base64" && isToken && sendsBasic(req)) {
+      const [scheme, encoded = ""] = String(req.headers.authorization).trim().split(/\s+/, 2);
+      const cleaned = encoded.replace(/[^A-Za-z0-9+/=]/g, "");
+      if (cleaned !== encoded) return reply(res, await forward(req, body, { authorization: `${scheme} ${cleaned}` }));
+    }
+    if (id === "charset-case-sensitive" && !isToken && body.length > 0) {
+      const charset = /;\s*charset=([^;\s]+)/i.exec(String(req.headers["content-type"] ?? ""))?.[1];
+      if (charset !== undefined && charset !== "utf-8") return problem(res, 415, "unsupported-media-type", `charset=${charset} is not supported; send charset=utf-8.`);
+    }
     if (id === "takes-comma-separated-scopes" && isToken) {
       const answer = await withFormParam(req, body, "scope", (scope) => (scope.includes(",") ? scope.replace(/,/g, " ") : undefined));
       if (answer) return reply(res, answer);
@@ -419,6 +439,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "trims-secrets" && isToken) {
       const answer = await withFormParam(req, body, "client_secret", (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
+      if (answer) return reply(res, answer);
+    }
+    if (id === "secrets-match-by-prefix" && isToken) {
+      // A secret a client's starts with, 4 characters or more, is taken as that client's.
+      const client = clients.find((c) => c.clientId === clientIdOf(req, body));
+      const answer = await withFormParam(req, body, "client_secret", (sent) => (client && sent.length >= 4 && sent !== client.clientSecret && client.clientSecret.startsWith(sent) ? client.clientSecret : undefined));
       if (answer) return reply(res, answer);
     }
     if (id === "secrets-ignore-case" && isToken) {
@@ -665,6 +691,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         Object.assign(r, own);
       });
     }
+    if (id === "answers-in-its-own-form" && answer.status === 422) {
+      // Words of its own that generated secrets hold too (fast-check favours the names objects have): none is quoted from the request.
+      rewrite((p) => (p.detail = `${String(p.detail)} Look at the properties named: propertyIsEnumerable, __lookupGetter__, __defineSetter__, hasOwnProperty, isPrototypeOf, toLocaleString, constructor, valueOf.`));
+    }
     if (id === "answers-in-its-own-form" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
       answer.headers["www-authenticate"] = `DPoP algs="ES256 PS256", ${answer.headers["www-authenticate"].replace(/error="insufficient_scope", /, "")}`;
     }
@@ -682,10 +712,15 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       answer.headers.location = `https://api.partner-platform.example${answer.headers.location}`;
     }
     if (id === "location-with-a-query" && answer.status === 201 && typeof answer.headers.location === "string") answer.headers.location += "?created=1";
+    if (id === "created-at-in-local-time" && (creating || registering) && answer.status === 201) {
+      rewrite((r) => (r.createdAt = new Date(Date.parse(String(r.createdAt)) - 5 * 3600_000).toISOString()));
+    }
     if (id === "one-lead-id-for-all" && creating && answer.status === 201) rewrite((r) => (Array.isArray(r.leads) ? r.leads.forEach((l: { leadID: string }) => (l.leadID = "1")) : undefined));
     // Registered as if it were https, and answered with the URL sent.
     if (id === "accepts-http-webhook-urls" && changed && answer.status === 201) rewrite((w) => (w.url = sent.url));
     if (id === "lower-cases-emails" && creating && answer.status === 201) rewrite((r) => (r.customer.email = String(r.customer.email).toLowerCase()));
+    if (id === "rewrites-webhook-urls" && registering && answer.status === 201) rewrite((w) => (w.url = new URL(String(w.url)).href));
+    if (id === "normalizes-names-to-nfc" && creating && answer.status === 201) rewrite((r) => (r.customer.name = String(r.customer.name).normalize("NFC")));
     if (id === "trims-names" && creating && answer.status === 201) rewrite((r) => (r.customer.name = String(r.customer.name).trim()));
     if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
     if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));

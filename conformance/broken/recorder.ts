@@ -24,6 +24,8 @@ export interface RecorderFaults {
   forgetsCountWhenIdle?: boolean;
   /** Failures of this kind set the count back to 0, as a success would (they are still retried). */
   resetsOn?: (o: Outcome) => boolean;
+  /** Failures of this kind are retried but not counted: the count stays as it was. */
+  leavesCountOn?: (o: Outcome) => boolean;
   /** Failures of this kind disable the webhook at once (as if the count had reached the threshold). */
   disablesOn?: (o: Outcome) => boolean;
   /** One count per URL, shared by the webhooks registered with it: their failures add up, a success at any of them resets it. */
@@ -83,6 +85,8 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
       };
       const counter = faults.resetsOn?.(o)
         ? 0
+        : faults.leavesCountOn?.(o)
+        ? w.consecutive_failures
         : faults.perUrl
         ? await urlCount()
         : faults.perEvent

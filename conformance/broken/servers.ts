@@ -483,6 +483,8 @@ export const brokenServers: BrokenServer[] = [
   { id: "resets-count-on-4xx", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => o.status !== undefined && o.status >= 400 && o.status < 500 }) }) },
   { id: "resets-count-on-timeout", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: timedOut }) }) },
   { id: "resets-count-on-closed-connection", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsOn: (o) => !o.ok && o.status === undefined && !timedOut(o) }) }) },
+  // A certificate the server refuses taken for "not attempted": retried, never counted toward disabling.
+  { id: "tls-errors-not-counted", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { leavesCountOn: (o) => /certificate|altnames/i.test(o.error ?? "") }) }) },
   // An attempt under way when its webhook was disabled, answered 2xx after, enables it again.
   { id: "success-re-enables-disabled-webhook", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { reenablesOnSuccess: true }) }) },
   // A non-2xx taken for more than a failure: 410 Gone for "unsubscribed", another 4xx (but 408 and 429)
@@ -714,6 +716,9 @@ export const brokenServers: BrokenServer[] = [
       e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: (sharedEventExample("lead.created").data as { customer: { phone: string } }).customer.phone } } } : e,
     ),
   },
+  // The customer's name in lead.created as a form's handler often stores it: trimmed, or normalized to NFC (D17: as sent).
+  { id: "trims-lead-customer-names", parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), name: String((e.data.customer as { name: string }).name).trim() } } } : e)) },
+  { id: "nfc-lead-customer-names", parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), name: String((e.data.customer as { name: string }).name).normalize("NFC") } } } : e)) },
   // lead.expired stamped with the lead's creation, 7 days before it occurred (D14).
   { id: "lead-expired-stamped-at-lead-creation", parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, timestamp: e.data.createdAt as string } : e)) },
   // expiredAt 50 minutes after the expiry, in a lead.expired made on time.

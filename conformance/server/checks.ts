@@ -172,8 +172,9 @@ interface ExpiringLead {
 type FinalStatus = "hired" | "declined" | "cancelled";
 type FinalLeads = Partial<Record<FinalStatus, string>>;
 
-// A phone no example has: lead.created must carry this customer's, not an example's.
-const customer = { name: "Conformance Customer", email: "customer@example.com", phone: "+12125550199" };
+// A phone no example has: lead.created must carry this customer's, not an example's. A name with a space at
+// each end and a decomposed é: carried as sent, neither trimmed nor normalized (D17).
+const customer = { name: " Ame\u0301lie Conformance ", email: "customer@example.com", phone: "+12125550199" };
 
 async function createRequest(ctx: ServerContext): Promise<LeadRef[]> {
   const { categoryId, zip } = ctx.options;
@@ -733,14 +734,18 @@ function certificates(ctx: ServerContext): Promise<{ untrusted: CertificateRun; 
   return ctx.once("certificates", async () => {
     const business = ctx.options.otherBusinessId;
     const webhook = await ctx.register("certificates", ["lead.expired"], business);
-    const host = hostOf(ctx.receiver.url(""));
-    const untrusted = { label: "untrusted", ...(await issueServerCertificate(await createTestCa(1), host)) };
+    const untrusted = await untrustedCertificate(ctx, "untrusted");
     const wrongHost = { label: "wrong-host", ...(await ctx.receiver.issue("wrong-host.invalid")) };
     return {
       untrusted: await presentedFor(ctx, webhook, business, untrusted),
       wrongHost: await presentedFor(ctx, webhook, business, wrongHost),
     };
   });
+}
+
+/** A certificate for the receiver's host from a CA the implementation was not told to trust, presented as `label`. */
+async function untrustedCertificate(ctx: ServerContext, label: string): Promise<PresentedCertificate> {
+  return { label, ...(await issueServerCertificate(await createTestCa(1), hostOf(ctx.receiver.url("")))) };
 }
 
 async function presentedFor(ctx: ServerContext, webhook: RegisteredWebhook, business: string, certificate: PresentedCertificate): Promise<CertificateRun> {
@@ -787,6 +792,64 @@ function expectRefused(run: CertificateRun, what: string): void {
     { eventsDelivered: run.events },
     "an event whose attempt was refused was not delivered by a retry once the receiver's own certificate was back: a TLS error must fail the attempt (D6), to be retried (D7)",
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario: the receiver presents a certificate of a CA the implementation was not told to trust while
+// five events are triggered for a webhook of their own, one at a time: failed handshakes are failed
+// attempts like any other (D6), so the fifth in a row disables the webhook (D7), with its notice (D26).
+// Then its own certificate again, and one more event, which must not reach it; nor may the refused
+// events' retries. Run right after the certificate checks, for the same reason: every attempt made
+// meanwhile is refused.
+
+interface TlsDisableRun {
+  webhook: RegisteredWebhook;
+  /** Events triggered while the certificate was presented, and the connections refused meanwhile. */
+  events: number;
+  refusals: number;
+  /** Whether a notice about the webhook came before its own certificate was back. */
+  noticed: boolean;
+  /** What reached the webhook's endpoint once its own certificate was back (an event triggered then, retries). */
+  afterwards: Delivery[];
+}
+
+function tlsFailuresUntilDisabled(ctx: ServerContext): Promise<TlsDisableRun> {
+  return ctx.once("tls-disable", async () => {
+    const business = ctx.options.businessId;
+    const threshold = ctx.rules.disableAfterConsecutiveFailures;
+    const dueNowMs = ctx.conformance.dueNowRealSeconds * 1000;
+    // review.created of --business-id: no webhook the suite registered before takes it.
+    const webhook = await ctx.register("tls-disabled", ["review.created"], business);
+    const certificate = await untrustedCertificate(ctx, "untrusted-until-disabled");
+    const refusalsBefore = ctx.receiver.refusals.length;
+    const refused = () => ctx.receiver.refusals.slice(refusalsBefore).filter((r) => r.presented === certificate.label).length;
+    const noticed = (mails: readonly DisableMailSeen[]) => mails.some((m) => isAbout(ctx, m, webhook.webhookID));
+    let events = 0;
+    ctx.receiver.present(certificate);
+    try {
+      // Five events, one at a time, each until one more handshake was refused: five attempts whatever
+      // else is refused (a client that tries a handshake twice), and whatever fails without a handshake
+      // (a pooled connection the receiver has just closed). Under a scaled clock the retries' refusals
+      // may disable the webhook sooner; the later events then queue nothing.
+      while (events < threshold) {
+        await ctx.control.trigger("review.created", business);
+        events++;
+        if (ctx.options.clock.kind === "virtual") await ctx.clock.elapse(0);
+        await ctx.receiver.waitFor(() => refused() >= events, dueNowMs, "a refused attempt while another certificate is presented").catch(() => undefined);
+      }
+      // The notice falls due with the fifth failure (D26: within 5 s; when is each-disabling-sends-one-notice-in-time's concern).
+      await waitForMails(ctx, noticed, dueNowMs + 1000, "the notice of the webhook disabled by failed handshakes").catch(() => undefined);
+    } finally {
+      ctx.receiver.present(undefined);
+    }
+    const refusals = refused();
+    const mails = (await receivedMails(ctx)).map(({ mail }) => mail);
+    const since = ctx.count(webhook.endpoint);
+    await ctx.control.trigger("review.created", business);
+    // The new event's first attempt comes at once, the refused events' first retries a first wait later.
+    await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds[0]! * 1.2));
+    return { webhook, events, refusals, noticed: noticed(mails), afterwards: ctx.receiver.at(webhook.endpoint).slice(since) };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1404,6 +1467,22 @@ export const serverChecks: ServerCheck[] = [
     },
   }),
   defineCheck({
+    id: "tls-failures-count-toward-disabling",
+    section: "§3, §6, D6, D7, D26",
+    title:
+      "A refused handshake is a failed attempt like any other: five in a row disable the webhook, which sends its notice and receives nothing after, neither a new event nor the refused events' retries.",
+    scenario:
+      "the receiver presents a certificate of another CA while five review.created are triggered for a webhook of its own, one at a time, each until an attempt was refused; then its own again, and one more event",
+    async run(ctx) {
+      const run = await tlsFailuresUntilDisabled(ctx);
+      expectEqual(
+        { noticeBeforeTheCertificateWasBack: run.noticed, deliveredAfter: summary(run.afterwards) },
+        { noticeBeforeTheCertificateWasBack: true, deliveredAfter: [] },
+        `${run.events} events, ${run.refusals} connections refused at the handshake, did not disable webhook ${run.webhook.webhookID}: a TLS error is a failed attempt (D6), counted toward disabling as any other (D7)`,
+      );
+    },
+  }),
+  defineCheck({
     id: "events-never-reach-another-partner",
     section: "§2.2, §4.4, D27",
     title: "A business's events never reach a webhook of another partner, even one it tried to register for that business.",
@@ -1576,7 +1655,7 @@ export const serverChecks: ServerCheck[] = [
     id: "service-request-emits-lead-created",
     section: "§6, §2.4",
     title:
-      "Creating a matching service request delivers lead.created for the matched business, with the request's lead, its category's name, its zip code and its customer's name and phone (§2.4: the request's data).",
+      "Creating a matching service request delivers lead.created for the matched business, with the request's lead, its category's name, its zip code and its customer's name and phone as sent, the name neither trimmed nor normalized (§2.4: the request's data; D17).",
     scenario: "two service requests for the business's category and zip code; the category's name as the business search gives it",
     async run(ctx) {
       const { leadCreated, requestLeads } = await basics(ctx);

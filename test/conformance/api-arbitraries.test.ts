@@ -45,7 +45,7 @@ describe("arbitraryOf", () => {
   it("generates public-looking https URLs, distinct events and short safe e-mail addresses in both letter cases", () => {
     for (const value of fc.sample(arbitraryOf({ $ref: "#/components/schemas/WebhookRegistration" }, resolve), { seed: 3, numRuns: 100 })) {
       const { url, events } = value as { url: string; events: string[] };
-      expect(url).toMatch(/^https:\/\/hooks\.example\.com\//);
+      expect(url).toMatch(/^https:\/\/(hooks\.example\.com\/|Hooks\.Example\.com($|\/))/);
       expect(new Set(events).size).toBe(events.length);
     }
     const emails = fc.sample(arbitraryOf({ type: "string", format: "email" }, resolve), { seed: 3, numRuns: 100 }) as string[];
@@ -54,12 +54,26 @@ describe("arbitraryOf", () => {
     expect(emails.filter((email) => /[A-Z]/.test(email)).length).toBeGreaterThan(50);
   });
 
-  it("generates free text with a space at each end about half the time, within its bounds", () => {
-    const texts = fc.sample(arbitraryOf({ type: "string", minLength: 1, maxLength: 40 }, resolve), { seed: 3, numRuns: 200 }) as string[];
+  it("generates free text with a space at each end, or a decomposed é, about a third of the time each, within its bounds", () => {
+    const texts = fc.sample(arbitraryOf({ type: "string", minLength: 1, maxLength: 40 }, resolve), { seed: 3, numRuns: 300 }) as string[];
     const padded = texts.filter((t) => t.startsWith(" ") && t.endsWith(" "));
-    expect(padded.length).toBeGreaterThan(60);
-    expect(padded.length).toBeLessThan(140);
+    const decomposed = texts.filter((t) => t.startsWith("e\u0301"));
+    // A server that trims or normalizes what it holds must meet both (D17: held as sent).
+    for (const some of [padded, decomposed]) {
+      expect(some.length).toBeGreaterThan(60);
+      expect(some.length).toBeLessThan(140);
+    }
     for (const t of texts) expect([...t].length).toBeGreaterThanOrEqual(1);
+    for (const t of texts) expect([...t].length).toBeLessThanOrEqual(40);
+  });
+
+  it("generates webhook URLs with capitals in the host about half the time, some without a path", () => {
+    const urls = fc.sample(arbitraryOf({ type: "string", format: "uri" }, resolve), { seed: 3, numRuns: 200 }) as string[];
+    for (const url of urls) expect(url).toMatch(/^https:\/\/(hooks\.example\.com\/|Hooks\.Example\.com($|\/))/);
+    // A server that stores a URL as its parser writes it again must meet one it would write otherwise (D28).
+    const rewritten = urls.filter((url) => new URL(url).href !== url);
+    expect(rewritten.length).toBeGreaterThan(60);
+    expect(urls.some((url) => url === "https://Hooks.Example.com")).toBe(true);
   });
 
   it("honours bounds, exclusive bounds, const, nullable types and anyOf", () => {
