@@ -281,6 +281,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     return forward(req, Buffer.from(form.toString()));
   }
 
+  /** Forwards a token request whose form secret `matches` its client's, but is not it, with the client's own; undefined otherwise. */
+  function withLooseSecret(req: IncomingMessage, body: Buffer, matches: (sent: string, real: string) => boolean): Promise<Forwarded | undefined> {
+    const client = clients.find((c) => c.clientId === clientIdOf(req, body));
+    return withFormParam(req, body, "client_secret", (sent) => (client && sent !== client.clientSecret && matches(sent, client.clientSecret) ? client.clientSecret : undefined));
+  }
+
   function reply(res: ServerResponse, answer: Forwarded): void {
     for (const [name, value] of Object.entries(answer.headers)) {
       if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value);
@@ -443,14 +449,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "secrets-match-by-prefix" && isToken) {
       // A secret a client's starts with, 4 characters or more, is taken as that client's.
-      const client = clients.find((c) => c.clientId === clientIdOf(req, body));
-      const answer = await withFormParam(req, body, "client_secret", (sent) => (client && sent.length >= 4 && sent !== client.clientSecret && client.clientSecret.startsWith(sent) ? client.clientSecret : undefined));
+      const answer = await withLooseSecret(req, body, (sent, real) => sent.length >= 4 && real.startsWith(sent));
       if (answer) return reply(res, answer);
     }
     if (id === "secrets-ignore-case" && isToken) {
       // A secret matching a client's in any letter case is taken as that client's.
-      const client = clients.find((c) => c.clientId === clientIdOf(req, body));
-      const answer = await withFormParam(req, body, "client_secret", (sent) => (client && sent.toLowerCase() === client.clientSecret.toLowerCase() ? client.clientSecret : undefined));
+      const answer = await withLooseSecret(req, body, (sent, real) => sent.toLowerCase() === real.toLowerCase());
       if (answer) return reply(res, answer);
     }
     if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {

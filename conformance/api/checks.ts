@@ -55,6 +55,13 @@ function expectAnswer(ctx: ApiContext, op: Operation, response: ResponseSeen, st
   }
 }
 
+/** A token endpoint's RFC 6749 error: the status D11 gives `code`, a valid answer, and `code` as its error. */
+function expectOAuthError(ctx: ApiContext, op: Operation, response: ResponseSeen, code: string, what: string): void {
+  expectAnswer(ctx, op, response, [ctx.contract.oauthErrorStatus(code)], what);
+  const error = jsonOf(response).error;
+  expectThat(error === code, `${what}: the RFC 6749 error code is ${JSON.stringify(error)}`, code, seen(response));
+}
+
 /** The URI a request to the operation targets (its query aside). */
 const targetUri = (ctx: ApiContext, op: Operation) => `${(op.onAuthServer ? ctx.options.authUrl : ctx.options.baseUrl).replace(/\/+$/, "")}${op.path}`;
 
@@ -398,9 +405,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       scenario,
       async run(ctx) {
         const response = await ctx.requestToken(make(ctx), headers(ctx));
-        expectAnswer(ctx, op, response, [contract.oauthErrorStatus(code)], what);
-        const error = jsonOf(response).error;
-        expectThat(error === code, `the RFC 6749 error code is ${JSON.stringify(error)}`, code, seen(response));
+        expectOAuthError(ctx, op, response, code, what);
       },
     });
 
@@ -464,9 +469,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         if (swapped === ctx.options.clientSecret) throw new CheckSkipped("--client-secret has no letter whose case could be swapped");
         // One more of the suite's own client's failed authentications (D30: it spends four a run).
         const response = await ctx.requestToken(form(ctx, { client_secret: swapped }));
-        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], "the client secret in another letter case");
-        const error = jsonOf(response).error;
-        expectThat(error === "invalid_client", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_client", seen(response));
+        expectOAuthError(ctx, op, response, "invalid_client", "the client secret in another letter case");
       },
     }),
     refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "requests a token with --client-secret plus a suffix", "a wrong client secret", "invalid_client", (ctx) =>
@@ -537,9 +540,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         // A made-up client: the suite's own client spends its failed-authentication budget (D30) once per run, in token-rejects-wrong-secret.
         const clientId = `certify-basic-${randomBytes(6).toString("hex")}`;
         const response = await ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") });
-        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_client")], "a wrong secret in HTTP Basic");
-        const error = jsonOf(response).error;
-        expectThat(error === "invalid_client", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_client", seen(response));
+        expectOAuthError(ctx, op, response, "invalid_client", "a wrong secret in HTTP Basic");
         const field = response.headers["www-authenticate"];
         // Among the field's challenges, which may be several (RFC 9110 §11.6.1).
         expectThat(challengeOf(field, "Basic") !== undefined, "the WWW-Authenticate header has no Basic challenge", "Basic realm=…", field ?? "(none)");
@@ -552,9 +553,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       scenario: "requests a token with Authorization: Basic and client_id, client_secret in the form, all valid",
       async run(ctx) {
         const response = await ctx.requestToken(form(ctx), { authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) });
-        expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_request")], "two authentication methods");
-        const error = jsonOf(response).error;
-        expectThat(error === "invalid_request", `the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_request", seen(response));
+        expectOAuthError(ctx, op, response, "invalid_request", "two authentication methods");
       },
     }),
     defineCheck<ApiContext>({
@@ -588,9 +587,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         ];
         for (const [what, authorization] of cases) {
           const response = await ctx.requestToken({ grant_type: "client_credentials" }, { authorization });
-          expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_request")], what);
-          const error = jsonOf(response).error;
-          expectThat(error === "invalid_request", `${what}: the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_request", seen(response));
+          expectOAuthError(ctx, op, response, "invalid_request", what);
         }
       },
     }),
@@ -607,9 +604,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         ];
         for (const [what, pairs] of cases) {
           const response = await ctx.requestToken(pairs);
-          expectAnswer(ctx, op, response, [contract.oauthErrorStatus("invalid_request")], what);
-          const error = jsonOf(response).error;
-          expectThat(error === "invalid_request", `${what}: the RFC 6749 error code is ${JSON.stringify(error)}`, "invalid_request", seen(response));
+          expectOAuthError(ctx, op, response, "invalid_request", what);
         }
       },
     }),

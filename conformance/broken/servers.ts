@@ -46,6 +46,10 @@ export const envelopeBody =
     },
   });
 
+/** Replaces the customer of every lead.created. */
+const leadCustomer = (change: (customer: { name: string; phone: string }) => object): PartsOverride =>
+  envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: change(e.data.customer as { name: string; phone: string }) } } : e));
+
 /**
  * An attempt made with node:https instead of undici: with Expect: 100-continue, taking an interim (1xx)
  * answer for the final one, or with the whole URL as its request-target (as to a proxy).
@@ -712,13 +716,11 @@ export const brokenServers: BrokenServer[] = [
   // lead.created with the example's phone number, not the customer's.
   {
     id: "lead-created-with-example-phone",
-    parts: envelopeBody((e) =>
-      e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), phone: (sharedEventExample("lead.created").data as { customer: { phone: string } }).customer.phone } } } : e,
-    ),
+    parts: leadCustomer((c) => ({ ...c, phone: (sharedEventExample("lead.created").data as { customer: { phone: string } }).customer.phone })),
   },
   // The customer's name in lead.created as a form's handler often stores it: trimmed, or normalized to NFC (D17: as sent).
-  { id: "trims-lead-customer-names", parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), name: String((e.data.customer as { name: string }).name).trim() } } } : e)) },
-  { id: "nfc-lead-customer-names", parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: { ...(e.data.customer as object), name: String((e.data.customer as { name: string }).name).normalize("NFC") } } } : e)) },
+  { id: "trims-lead-customer-names", parts: leadCustomer((c) => ({ ...c, name: c.name.trim() })) },
+  { id: "nfc-lead-customer-names", parts: leadCustomer((c) => ({ ...c, name: c.name.normalize("NFC") })) },
   // lead.expired stamped with the lead's creation, 7 days before it occurred (D14).
   { id: "lead-expired-stamped-at-lead-creation", parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, timestamp: e.data.createdAt as string } : e)) },
   // expiredAt 50 minutes after the expiry, in a lead.expired made on time.
