@@ -40,6 +40,7 @@ export const brokenApis = [
   { id: "trims-names", description: "A created service request's customer name is held trimmed of outer spaces, not as sent." },
   { id: "counts-lengths-in-bytes", description: "Counts a webhook secret's length in UTF-8 bytes: 15 characters of é (30 bytes) are registered (D16: code points)." },
   { id: "zip-matches-before-a-line-feed", description: "Checks zip codes with a pattern whose $ matches before a final line feed (PHP, Python): 10001 and a line feed is taken as 10001." },
+  { id: "loose-email-pattern", description: "Checks e-mail addresses with a loose pattern (one @, a dot after it, no spaces): jane..doe@example.com and .jane.doe@example.com are taken (D16: RFC 5321's Mailbox, dots only between atoms)." },
   { id: "https-in-any-case", description: "Registers a webhook whose url starts HTTPS:// (the schema's pattern is ^https://, case-sensitive)." },
   { id: "event-names-in-any-case", description: "Takes event names in any letter case: LEAD.CREATED subscribes to lead.created (D16: one of the eight names)." },
   { id: "hints-the-secret-in-a-header", description: "A registered webhook's 201 has a header X-Webhook-Secret-Hint with the secret's last 8 characters (D16: never returned, nor a part)." },
@@ -73,6 +74,8 @@ export const brokenApis = [
   { id: "unknown-business-forbidden", description: "A registration for a business that does not exist gets 403 business-forbidden instead of 404 not-found (D16, D27)." },
   { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
   { id: "search-ignores-category", description: "A search answers the businesses that serve the zip code in any category, whatever category was asked for (D17)." },
+  { id: "search-ignores-zip", description: "A search answers the category's businesses wherever they serve: where none serves the zip code, those of the example's (D17: the businesses that serve the category at the zip code)." },
+  { id: "matching-ignores-zip", description: "A service request is matched to the category's businesses wherever they serve: where none serves its zip code, to those of the example's (D17: whose service area contains the zip code)." },
   { id: "search-ignores-unknown-category", description: "A search for a category that does not exist drops the category and answers the businesses of the zip code (D17: an empty list)." },
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
   { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
@@ -188,6 +191,9 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
   "accepts-http-webhook-urls": (text) => text.replace(/("url"\s*:\s*")http:\/\//, "$1https://"),
   "counts-lengths-in-bytes": (text) => text.replace(/("secret"\s*:\s*")((?:é){1,15})"/, (_, start: string, short: string) => `${start}${short}${"x".repeat(16 - [...short].length)}"`),
   "zip-matches-before-a-line-feed": (text) => text.replace(/("\d{5})\\n"/g, "$1\""),
+  // An address the loose pattern /^[^@\s]+@[^@\s]+\.[^@\s]+$/ takes though RFC 5321 does not: taken as the example's.
+  "loose-email-pattern": (text) =>
+    text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+\.[^"@\s]+)"/, (whole, start: string, address: string) => (/^\.|\.\.|\.@|@\./.test(address) ? `${start}jane.doe@example.com"` : whole)),
   "https-in-any-case": (text) => text.replace(/("url"\s*:\s*")https:\/\//i, "$1https://"),
   "event-names-in-any-case": (text) => text.replace(/("events"\s*:\s*\[)([^\]]*)\]/, (_, start: string, names: string) => `${start}${names.toLowerCase()}]`),
   "counts-lengths-in-utf16-units": (text) =>
@@ -243,6 +249,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const search = contract.apiOperations.find((o) => o.operationId === "searchBusinesses")!;
   const create = contract.apiOperations.find((o) => o.operationId === "createServiceRequest")!;
   const knownCategory = (create.successExamples[0]!.body as { categoryID: string }).categoryID;
+  const knownZip = (create.successExamples[0]!.body as { zipCode: string }).zipCode;
   /** no-scope-check: each token issued → a token of the same client with every scope it may have. */
   const widened = new Map<string, string>();
   /** no-live-token-cap: each token issued → how it was asked for, and the reference's token it stands for now. */
@@ -622,12 +629,24 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const businesses = [...found.values()].sort((a, b) => (b.rating ?? 0) - (a.rating ?? 0));
       return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ businesses }));
     }
-    if (id === "search-ignores-unknown-category" && req.method === search.method && path === search.path) {
+    // A search that finds nothing asked again without what it ignores: at the example's zip code, or for its category.
+    const ignored: [string, string] | undefined = id === "search-ignores-zip" ? ["zip", knownZip] : id === "search-ignores-unknown-category" ? ["category_id", knownCategory] : undefined;
+    if (ignored && req.method === search.method && path === search.path) {
+      const [name, known] = ignored;
       const answer = await forward(req, body);
       const query = new URL(req.url ?? "", "http://front").searchParams;
-      if (answer.status !== 200 || (JSON.parse(answer.body.toString("utf8")) as { businesses: unknown[] }).businesses.length > 0 || !query.has("category_id")) return reply(res, answer);
-      query.set("category_id", knownCategory);
+      if (answer.status !== 200 || (JSON.parse(answer.body.toString("utf8")) as { businesses: unknown[] }).businesses.length > 0 || !query.has(name)) return reply(res, answer);
+      query.set(name, known);
       return reply(res, await forward(Object.assign(req, { url: `${path}?${query}` }), body));
+    }
+    if (id === "matching-ignores-zip" && req.method === create.method && path === create.path) {
+      const answer = await forward(req, body);
+      const stored = answer.status === 201 ? (JSON.parse(answer.body.toString("utf8")) as { leads: unknown[]; zipCode: string }) : undefined;
+      if (!stored || stored.leads.length > 0) return reply(res, answer);
+      // Matched again at the example's zip code, and answered with the zip code sent.
+      const matched = await forward(req, Buffer.from(JSON.stringify({ ...(JSON.parse(body.toString("utf8")) as object), zipCode: knownZip })));
+      if (matched.status === 201) matched.body = Buffer.from(JSON.stringify({ ...(JSON.parse(matched.body.toString("utf8")) as object), zipCode: stored.zipCode }));
+      return reply(res, matched);
     }
     const form = isToken ? new URLSearchParams(body.toString("utf8")) : undefined;
     if (id === "refuses-unknown-token-parameters" && form && [...form.keys()].some((name) => !["grant_type", "client_id", "client_secret", "scope"].includes(name))) {

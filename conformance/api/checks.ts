@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { Agent } from "undici";
 import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
 import { challengeOf } from "./challenges.js";
-import { UNKNOWN_ID, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
+import { UNKNOWN_ID, UNSERVED_ZIP, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
 import { basicOf, retryAfterSeconds, seen, type ApiContext } from "./context.js";
 import { arbitraryOf, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
@@ -822,12 +822,23 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
 }
 
 /** The members of an operation's 200 JSON answer that its schema declares as lists. */
-function listMembers(contract: Contract, op: Operation): string[] {
+function listMembers(contract: Contract, op: Operation, status = 200): string[] {
   const at = (schema: Json | undefined): Json | undefined => (schema?.$ref ? contract.resolve(schema.$ref) : schema);
-  const answer = at(contract.doc.paths[op.path][op.method.toLowerCase()].responses["200"]?.content?.["application/json"]?.schema);
+  const answer = at(contract.doc.paths[op.path][op.method.toLowerCase()].responses[String(status)]?.content?.["application/json"]?.schema);
   return Object.entries((answer?.properties ?? {}) as Record<string, Json>)
     .filter(([, member]) => at(member)?.type === "array")
     .map(([name]) => name);
+}
+
+/** The answer's lists are empty: those the schema declares, for a member a later version adds may hold anything (D16). */
+function expectEmptyLists(response: ResponseSeen, lists: string[], what: string): void {
+  const answer = jsonOf(response);
+  expectThat(
+    lists.every((list) => Array.isArray(answer[list]) && answer[list].length === 0),
+    `${what}: ${lists.join(", ")} not empty`,
+    Object.fromEntries(lists.map((list) => [list, []])),
+    seen(response),
+  );
 }
 
 /** D30: a throttled request's Retry-After is the whole seconds left in the window. */
@@ -1090,16 +1101,46 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             for (const id of unknownIds(example().input.query?.[name])) {
               const response = await send(ctx, op, { query: { ...example().input.query, [name]: id } }, await fullToken(ctx));
               expectAnswer(ctx, op, response, [200], `${name}=${id}`);
-              const answer = jsonOf(response);
-              // The lists the schema declares; a member a later version adds may hold anything (D16).
-              expectThat(
-                lists.every((list) => Array.isArray(answer[list]) && answer[list].length === 0),
-                `${name}=${id}: ${lists.join(", ")} not empty`,
-                Object.fromEntries(lists.map((list) => [list, []])),
-                seen(response),
-              );
+              expectEmptyLists(response, lists, `${name}=${id}`);
             }
           }
+        },
+      ),
+    );
+  }
+
+  // D17: a search finds, and a service request matches, only businesses that serve the zip code.
+  const queryZip = op.query.find((q) => /^zip/i.test(q.name))?.name;
+  if (queryZip !== undefined && lists.length > 0 && example().status === 200) {
+    checks.push(
+      check(
+        "unserved-zip-gets-empty-list",
+        "D17",
+        `The example query at zip code ${UNSERVED_ZIP}, which no business serves, gets 200 and empty lists: the zip code counts, not only the category.`,
+        `sends the example query to ${request} with ${queryZip}=${UNSERVED_ZIP}`,
+        async (ctx) => {
+          const response = await send(ctx, op, { query: { ...example().input.query, [queryZip]: UNSERVED_ZIP } }, await fullToken(ctx));
+          expectAnswer(ctx, op, response, [200], `${queryZip}=${UNSERVED_ZIP}`);
+          expectEmptyLists(response, lists, `${queryZip}=${UNSERVED_ZIP}, a zip code no business serves`);
+        },
+      ),
+    );
+  }
+  const bodyZip = Object.keys((example().input.body ?? {}) as Json).find((name) => /^zip/i.test(name));
+  const createdLists = listMembers(contract, op, 201);
+  if (bodyZip !== undefined && createdLists.length > 0 && example().status === 201) {
+    checks.push(
+      check(
+        "unserved-zip-matches-nothing",
+        "D17",
+        `The example body at zip code ${UNSERVED_ZIP}, which no business serves, is created (201) with empty ${createdLists.join(", ")}: the zip code counts in the matching, not only the category.`,
+        `sends the example body to ${request} with ${bodyZip} ${UNSERVED_ZIP}`,
+        async (ctx) => {
+          const input = { query: example().input.query, body: { ...(example().input.body as Json), [bodyZip]: UNSERVED_ZIP } };
+          const response = await send(ctx, op, input, await fullToken(ctx));
+          expectAnswer(ctx, op, response, [201], `${bodyZip} ${UNSERVED_ZIP}`);
+          expectAnswersWhatWasSent(ctx, op, input, response, `${bodyZip} ${UNSERVED_ZIP}`);
+          expectEmptyLists(response, createdLists, `${bodyZip} ${UNSERVED_ZIP}, a zip code no business serves`);
         },
       ),
     );

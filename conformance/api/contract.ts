@@ -103,14 +103,21 @@ export const mediaTypeOf = (contentType: string | string[] | undefined) =>
 
 const isJsonMediaType = (mediaType: string) => mediaType === "application/json" || mediaType.endsWith("+json");
 
-let loaded: Contract | undefined;
-
-/** The contract of generated/openapi/openapi.yaml (loaded once). */
 /**
  * An identifier of D14's form that the suites take as naming nothing: a certified implementation has
  * no category and no business with it (the 404 of D13, the empty search of D17).
  */
 export const UNKNOWN_ID = "9999999999999999999";
+
+/**
+ * A zip code of D14's form that no business serves: no US postal code is 00000, so a certified
+ * implementation's search finds nothing there and a service request there matches nothing (D17).
+ */
+export const UNSERVED_ZIP = "00000";
+
+let loaded: Contract | undefined;
+
+/** The contract of generated/openapi/openapi.yaml (loaded once). */
 
 export function loadContract(): Contract {
   loaded ??= buildContract(parseYaml(readFileSync(specPaths.openapi, "utf8")) as Json);

@@ -279,6 +279,26 @@ function wrongTypeFor(type: string | undefined): unknown {
 
 const BAD_FORMAT: Record<string, string> = { uri: "not a uri", email: "not-an-email", "date-time": "yesterday" };
 
+/**
+ * Addresses made from a valid one that RFC 5321's Mailbox refuses (D16: dots only between atoms, no space)
+ * and a loose pattern (one @, a dot after it, no spaces) takes: two dots together in the local part or the
+ * domain, a dot at either end of the local part; and the address with a space inside or a line feed after it.
+ */
+function badAddressesLike(address: string): string[] {
+  const at = address.lastIndexOf("@");
+  if (at < 1) return [];
+  const local = address.slice(0, at);
+  const domain = address.slice(at + 1);
+  return [
+    `${local}..${local}@${domain}`,
+    `.${address}`,
+    `${local}.@${domain}`,
+    ...(domain.includes(".") ? [`${local}@${domain.replace(".", "..")}`] : []),
+    `${local} ${address}`,
+    `${address}\n`,
+  ];
+}
+
 /** A schema no value satisfies: `false`, or `{not: {}}` as TypeSpec's `...Record<never>` emits it. */
 const admitsNothing = (s: unknown) =>
   s === false || (s !== null && typeof s === "object" && Object.keys(s).length === 1 && JSON.stringify((s as Json).not) === "{}");
@@ -342,6 +362,7 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
       }
       if (s.maxLength !== undefined) emit(tokens, "too-long", v + "a".repeat(Math.max(1, s.maxLength + 1 - codePoints(v))));
       if (typeof s.format === "string" && s.format in BAD_FORMAT) emit(tokens, "format", BAD_FORMAT[s.format]);
+      if (s.format === "email") for (const c of badAddressesLike(v)) emit(tokens, "format", c);
     }
     if (typeof v === "number") {
       if (s.minimum !== undefined) emit(tokens, "below-minimum", s.minimum - 1);

@@ -50,6 +50,14 @@ export const envelopeBody =
 const leadCustomer = (change: (customer: { name: string; phone: string }) => object): PartsOverride =>
   envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: change(e.data.customer as { name: string; phone: string }) } } : e));
 
+/** Replaces the job location of every lead.created. */
+const leadLocation = (change: (location: { city: string; state: string; zip: string }) => object): PartsOverride =>
+  envelopeBody((e) => {
+    if (e.event !== "lead.created") return e;
+    const request = e.data.request as { location: { city: string; state: string; zip: string } };
+    return { ...e, data: { ...e.data, request: { ...request, location: change(request.location) } } };
+  });
+
 /**
  * An attempt made with node:https instead of undici: with Expect: 100-continue, taking an interim (1xx)
  * answer for the final one, or with the whole URL as its request-target (as to a proxy).
@@ -734,14 +742,9 @@ export const brokenServers: BrokenServer[] = [
     parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, request: { ...(e.data.request as object), category: "1000123" } } } : e)),
   },
   // lead.created with another zip code than the request's (the business's, say).
-  {
-    id: "lead-created-with-another-zip",
-    parts: envelopeBody((e) => {
-      if (e.event !== "lead.created") return e;
-      const request = e.data.request as { location: Record<string, string> };
-      return { ...e, data: { ...e.data, request: { ...request, location: { ...request.location, zip: "07102" } } } };
-    }),
-  },
+  { id: "lead-created-with-another-zip", parts: leadLocation((l) => ({ ...l, zip: "07102" })) },
+  // lead.created with the request's zip code in another town: the city and state of a business's own address (D20: the zip's).
+  { id: "lead-created-with-another-city", parts: leadLocation((l) => ({ ...l, city: "Hoboken", state: "NJ" })) },
   // A lead.updated moves a lead that is no longer open (a hired one back to responded: it then expires).
   {
     id: "reopens-final-leads",

@@ -181,4 +181,20 @@ describe("mutationsOf", () => {
     const acceptsAll = () => false;
     expect(mutationsOf(schema, "4711", resolve, acceptsAll)).toEqual([]);
   });
+
+  it("breaks an e-mail address as a loose pattern would not see: dots out of place, a space, a line feed after it (D16)", () => {
+    const faults = mutationsOf({ type: "string", format: "email" }, "jane.doe@example.com", resolve).filter((m) => m.kind === "format").map((m) => String(m.value));
+    expect(faults).toEqual([
+      "not-an-email",
+      "jane.doe..jane.doe@example.com",
+      ".jane.doe@example.com",
+      "jane.doe.@example.com",
+      "jane.doe@example..com",
+      "jane.doe jane.doe@example.com",
+      "jane.doe@example.com\n",
+    ]);
+    // All but the space and the line feed are what the loose pattern takes (the broken front loose-email-pattern).
+    const loose = /^[^@\s]+@[^@\s]+\.[^@\s]+$/;
+    expect(faults.filter((f) => loose.test(f))).toHaveLength(4);
+  });
 });
