@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { basicCredentials, seed } from "../../src/server/app.js";
 import { loadConfig } from "../../src/server/config.js";
-import { loadContract, mediaTypeOf } from "./contract.js";
+import { loadContract, mediaTypeOf, UNKNOWN_ID } from "./contract.js";
 import { basicOf } from "./context.js";
 
 export interface BrokenApi {
@@ -20,6 +20,7 @@ export const brokenApis = [
   { id: "500-on-malformed-json", description: "A body that is not JSON gets a 500 instead of a 400 problem." },
   { id: "no-scope-check", description: "A token works for every operation, whatever scope it was issued for." },
   { id: "no-failed-auth-throttle", description: "The token endpoint never throttles failed client authentication: every wrong secret is another 401." },
+  { id: "throttles-per-address-and-client-id", description: "Failed client authentications of a client id are counted per address and client id: from two addresses, a client id gets twice its budget (D30: the client id's from every address together)." },
   { id: "throttles-per-client-id-only", description: "Failed client authentications are counted per client_id only: spread over many client ids, they are never throttled (D30's budget per address)." },
   { id: "no-basic-client-auth", description: "The token endpoint refuses HTTP Basic client authentication (client_id and client_secret required in the form)." },
   { id: "accepts-two-authentication-methods", description: "The token endpoint takes the form's credentials when HTTP Basic is sent too." },
@@ -41,6 +42,12 @@ export const brokenApis = [
   { id: "counts-lengths-in-bytes", description: "Counts a webhook secret's length in UTF-8 bytes: 15 characters of é (30 bytes) are registered (D16: code points)." },
   { id: "zip-matches-before-a-line-feed", description: "Checks zip codes with a pattern whose $ matches before a final line feed (PHP, Python): 10001 and a line feed is taken as 10001." },
   { id: "loose-email-pattern", description: "Checks e-mail addresses with a loose pattern (one @, a dot after it, no spaces): jane..doe@example.com and .jane.doe@example.com are taken (D16: RFC 5321's Mailbox, dots only between atoms)." },
+  { id: "max-lengths-in-bytes", description: "Counts a customer name's and a webhook secret's maxLength in UTF-8 bytes: 200 é in a name (400 bytes) are refused with 422 (D16: code points)." },
+  { id: "max-lengths-in-utf16-units", description: "Counts a customer name's and a webhook secret's maxLength in UTF-16 units (Java's String.length): 200 😀 in a name (400 units) are refused with 422 (D16: code points)." },
+  { id: "ids-up-to-20-digits", description: "Takes a 20-digit categoryID as a well-formed id and answers 404 for it, where the schema allows 19 digits (D14: 422)." },
+  { id: "phone-digits-unbounded", description: "Checks phone numbers with ^\\+[1-9][0-9]+$: a 16-digit number is taken (D14: E.164, 15 digits at most)." },
+  { id: "spaces-dropped-from-phones", description: "Drops the spaces of a phone number before checking it: +12125 550143 is taken (D14: E.164, no spaces)." },
+  { id: "phone-starts-with-0", description: "Checks phone numbers with ^\\+[0-9]{2,15}$: +0… is taken (D14: E.164's country code starts with 1 to 9)." },
   { id: "https-in-any-case", description: "Registers a webhook whose url starts HTTPS:// (the schema's pattern is ^https://, case-sensitive)." },
   { id: "event-names-in-any-case", description: "Takes event names in any letter case: LEAD.CREATED subscribes to lead.created (D16: one of the eight names)." },
   { id: "hints-the-secret-in-a-header", description: "A registered webhook's 201 has a header X-Webhook-Secret-Hint with the secret's last 8 characters (D16: never returned, nor a part)." },
@@ -51,6 +58,10 @@ export const brokenApis = [
   { id: "scopes-ignore-case", description: "Takes scopes in any letter case: a token requested for DEMAND::SEARCH is issued for demand::search (RFC 6749 §3.3: compared exactly)." },
   { id: "tokens-ignore-case", description: "Looks bearer tokens up without regard to letter case: a real token with its letters swapped is taken for it." },
   { id: "tokens-match-by-prefix", description: "Looks bearer tokens up by their start: a real token with characters added is taken for it (tokens are compared exactly)." },
+  { id: "tokens-match-their-start", description: "Takes a bearer token that is the start of a real one (8 characters or more): a real token cut short is taken for it (tokens are compared exactly)." },
+  { id: "bearer-scheme-case-sensitive", description: "Takes a bearer token only after Bearer written so: bearer <token> gets 401 (RFC 9110 §11.1: auth schemes are case-insensitive)." },
+  { id: "basic-scheme-case-sensitive", description: "Takes HTTP Basic client authentication only after Basic written so: basic <credentials> is no client authentication (RFC 9110 §11.1: auth schemes are case-insensitive)." },
+  { id: "401-says-insufficient-scope", description: "Answers a forged token's 401 with a Bearer challenge whose error is insufficient_scope, where RFC 6750 §3.1 has invalid_token." },
   { id: "rewrites-webhook-urls", description: "Answers a registered webhook's url as a URL parser writes it again (host lower-cased, / for an empty path), not as sent (D28: never silently rewritten)." },
   { id: "normalizes-names-to-nfc", description: "Holds a service request's customer name normalized to Unicode NFC: a decomposed é is answered composed (D17: held as sent)." },
   { id: "secrets-match-by-prefix", description: "Compares a client secret by its start: the secret with its last character left out (4 characters or more of it) gets a token (D11: compared exactly)." },
@@ -59,6 +70,17 @@ export const brokenApis = [
   { id: "charset-case-sensitive", description: "Refuses a JSON body labelled charset=UTF-8 with 415: only charset=utf-8 in lower case is taken (D29: utf-8 in any case; RFC 9110 §8.3.2: charset names are case-insensitive)." },
   { id: "takes-comma-separated-scopes", description: "Reads a scope parameter's commas as separators: demand::search,demand::request is issued for both (RFC 6749 §3.3: separated by spaces)." },
   { id: "api-takes-basic-credentials", description: "The API operations take the client's credentials as HTTP Basic in place of a bearer token (§5.1, D13: a bearer token)." },
+  { id: "leads-for-every-category", description: "Matches a service request to every business that serves its zip code, whatever its category: an electrician gets a plumbing customer's lead (D17: those that serve the category)." },
+  { id: "throttle-skips-basic", description: "A throttled client authenticating with HTTP Basic and its right secret gets a token: the throttle is looked at on the form's path alone (D30: every token request for that client_id)." },
+  { id: "token-repairs-invalid-utf8", description: "The token endpoint decodes its form leniently: bytes that are not UTF-8 become U+FFFD and the request gets its token (D29: invalid_request)." },
+  { id: "token-ignores-charset", description: "The token endpoint reads a form labelled charset=iso-8859-1 as UTF-8 and issues the token (D29: invalid_request)." },
+  { id: "token-charset-case-sensitive", description: "The token endpoint refuses a form labelled charset=UTF-8 with invalid_request: only utf-8 in lower case is taken (D29: any case)." },
+  { id: "issues-tokens-over-get", description: "The token endpoint answers GET too, its parameters read from the query: a client's secret in a URL gets a token (RFC 6749 §3.2: POST only)." },
+  { id: "accepts-json-suffix-types", description: "A body sent as any application/…+json type (application/merge-patch+json) is taken as application/json (D13: 415)." },
+  { id: "takes-utf8-as-a-charset", description: "A JSON body whose Content-Type names charset=utf8 is taken as UTF-8, though utf8 is no registered name of it (D29: utf-8 in any case, else 415)." },
+  { id: "ignores-characters-after-json", description: "Reads a JSON body's first value and ignores what follows it (Go's json.Decoder): a body with } after its object is taken (D13: 400)." },
+  { id: "takes-raw-control-characters", description: "Takes a raw tab inside a JSON string as if escaped (a lenient parser; RFC 8259 §7: control characters must be escaped; D13: 400)." },
+  { id: "takes-unknown-escapes", description: "Takes an escape JSON does not have (\\q) as the character after the backslash (a lenient parser; RFC 8259 §7; D13: 400)." },
   { id: "accepts-json-prefixed-types", description: "A body sent as application/json-seq or application/jsonp is taken as application/json: the media type is matched by its start (D13: 415)." },
   { id: "one-lead-id-for-all", description: "Every lead of every service request has the id 1 (D14: each lead its own id)." },
   { id: "created-at-in-local-time", description: "A created resource's createdAt is the server's local time (UTC-5) written with Z: five hours before it was created (D14)." },
@@ -70,6 +92,7 @@ export const brokenApis = [
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
   { id: "no-limit-when-chunked", description: "The body limit is read from Content-Length only: a chunked body of any size is accepted." },
   { id: "no-live-token-cap", description: "Every token issued keeps working: issuing more never revokes a client's oldest (D32)." },
+  { id: "cap-per-scope-set", description: "Caps a client's live tokens per set of scopes: a token of one scope outlives 100 newer tokens of every scope (D32: 100 per client)." },
   { id: "unknown-category-matches-nothing", description: "A service request for a category that does not exist is stored as unmatched (201) instead of refused with 404 (D13)." },
   { id: "unknown-business-forbidden", description: "A registration for a business that does not exist gets 403 business-forbidden instead of 404 not-found (D16, D27)." },
   { id: "search-unknown-category-404", description: "A search that finds nothing answers 404 not-found instead of 200 with an empty list (D17)." },
@@ -80,6 +103,7 @@ export const brokenApis = [
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
   { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
   { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
+  { id: "unescaped-pointers", description: "Writes errors[].pointer by joining member names with / as they are: a member named secret~/v2 is /secret~/v2, not /secret~0~1v2 (RFC 6901 §3)." },
   { id: "quotes-the-secret-in-problems", description: "A refused registration's problem quotes the secret that was sent in its detail (D16: never returned)." },
   { id: "answers-another-customer", description: "A created service request is answered with the customer of the request before it: one partner's customer shown to another (D17)." },
   { id: "registers-for-another-business", description: "A registered webhook is answered as one for business 4713, not the business asked for (D17)." },
@@ -131,9 +155,9 @@ export const legalApis = [
       "Answers as the contract allows in forms of its own: a webhook's events in reverse order, a member the schema does not have first in every created resource (partnerID) and in a service request's customer, a 201's Location relative to the request's URI with its id's first digit percent-encoded (webhooks/%33…, RFC 9110 §10.2.2, RFC 3986 §6.2.2.2), a DPoP challenge before the Bearer one of a 401 and 403 (in one line) and before the Basic one of the token endpoint's 401 (in two), and a 403 Bearer challenge without its error attribute, and a 422's detail with words of its own that generated secrets hold too (propertyIsEnumerable, constructor, …) (D13, D16, D35).",
   },
   {
-    id: "limits-token-requests-in-bursts-of-8",
+    id: "limits-token-requests-in-bursts-of-5",
     description:
-      "A rate limit of the deployment (D18): more than 8 token requests from one address without a second's pause, successful or not, get 429 with Retry-After: 1. The suite's token requests wait it out; D30's budget per address cannot be seen under it.",
+      "A rate limit of the deployment (D18): more than 5 token requests from one address without a second's pause, successful or not, get 429 with Retry-After: 1. The suite's token requests wait it out; D30's budget per address cannot be seen under it.",
   },
   {
     id: "throttle-window-ends-mid-check",
@@ -167,6 +191,19 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** A token a front hands out in place of the reference's: the reference's it stands for now, and how it was asked for. */
+interface KeptToken {
+  current: string;
+  asked: { headers: Record<string, string>; body: Buffer };
+}
+
+/** How a token request asked, to ask the reference again for a token of the same client and scopes. */
+function askedAs(req: IncomingMessage, body: Buffer): KeptToken["asked"] {
+  const headers: Record<string, string> = { "content-type": String(req.headers["content-type"]) };
+  if (req.headers.authorization) headers.authorization = req.headers.authorization;
+  return { headers, body };
+}
+
 /** The credentials of a token request: HTTP Basic's, else the form's. */
 function credentialsOf(req: IncomingMessage, body: Buffer): { clientId: string; clientSecret: string; basic: boolean } {
   const basic = basicCredentials(req.headers.authorization);
@@ -176,12 +213,30 @@ function credentialsOf(req: IncomingMessage, body: Buffer): { clientId: string; 
 }
 
 /** The bearer token a request carries, if any. */
-const bearerOf = (req: IncomingMessage): string | undefined => /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+const bearerOf = (req: IncomingMessage): string | undefined => /^Bearer (.+)$/i.exec(req.headers.authorization ?? "")?.[1];
 /** Whether a request authenticates with HTTP Basic (well-formed or not). */
 const sendsBasic = (req: IncomingMessage): boolean => /^Basic /i.test(req.headers.authorization ?? "");
 
 /** The client id of a token request: HTTP Basic's, else the form's. */
 const clientIdOf = (req: IncomingMessage, body: Buffer): string => credentialsOf(req, body).clientId;
+
+const parses = (text: string): boolean => {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** A lenient parser's reading: where the text is not JSON and `repair` makes JSON of it, the repaired text. */
+const whereMalformed =
+  (repair: (text: string) => string) =>
+  (text: string): string => {
+    if (parses(text)) return text;
+    const repaired = repair(text);
+    return parses(repaired) ? repaired : text;
+  };
 
 /**
  * Fronts that read a JSON request body more leniently than the contract: the text they forward in its
@@ -194,6 +249,16 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
   // An address the loose pattern /^[^@\s]+@[^@\s]+\.[^@\s]+$/ takes though RFC 5321 does not: taken as the example's.
   "loose-email-pattern": (text) =>
     text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+\.[^"@\s]+)"/, (whole, start: string, address: string) => (/^\.|\.\.|\.@|@\./.test(address) ? `${start}jane.doe@example.com"` : whole)),
+  "ignores-characters-after-json": whereMalformed((text) => {
+    for (let end = text.length - 1; end > 0; end--) if (parses(text.slice(0, end))) return text.slice(0, end);
+    return text;
+  }),
+  "takes-raw-control-characters": whereMalformed((text) => text.replace(/[\u0000-\u001f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)),
+  "takes-unknown-escapes": whereMalformed((text) => text.replace(/\\([^"\\/bfnrtu])/g, "$1")),
+  "ids-up-to-20-digits": (text) => text.replace(/("categoryID"\s*:\s*")\d{20}"/, `$1${UNKNOWN_ID}"`),
+  "phone-digits-unbounded": (text) => text.replace(/("phone"\s*:\s*"\+[1-9])(\d{15,})"/, (_, start: string, digits: string) => `${start}${digits.slice(0, 14)}"`),
+  "spaces-dropped-from-phones": (text) => text.replace(/("phone"\s*:\s*")([+\d ]+)"/, (_, start: string, phone: string) => `${start}${phone.replace(/ /g, "")}"`),
+  "phone-starts-with-0": (text) => text.replace(/("phone"\s*:\s*"\+)0/, "$11"),
   "https-in-any-case": (text) => text.replace(/("url"\s*:\s*")https:\/\//i, "$1https://"),
   "event-names-in-any-case": (text) => text.replace(/("events"\s*:\s*\[)([^\]]*)\]/, (_, start: string, names: string) => `${start}${names.toLowerCase()}]`),
   "counts-lengths-in-utf16-units": (text) =>
@@ -225,7 +290,7 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
 /** Token requests from one address a front lets through (a rate limit of the deployment, D18), or failed authentications before it throttles the address. */
 const addressLimits: Partial<Record<BrokenApiId, number>> = {
   "limits-token-requests-per-address": 100,
-  "limits-token-requests-in-bursts-of-8": 8,
+  "limits-token-requests-in-bursts-of-5": 5,
   "limits-failed-authentications-in-bursts": 100,
   "throttles-address-after-100-failures": 100,
   "throttles-address-after-295-failures": 295,
@@ -252,8 +317,25 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const knownZip = (create.successExamples[0]!.body as { zipCode: string }).zipCode;
   /** no-scope-check: each token issued → a token of the same client with every scope it may have. */
   const widened = new Map<string, string>();
-  /** no-live-token-cap: each token issued → how it was asked for, and the reference's token it stands for now. */
-  const kept = new Map<string, { headers: Record<string, string>; body: Buffer; current: string }>();
+  /**
+   * no-live-token-cap, cap-per-scope-set: each token issued → how it was asked for, its client and scopes,
+   * how many of those were issued up to it, and the reference's token it stands for now.
+   */
+  const kept = new Map<string, KeptToken & { set: string; number: number }>();
+  const issuedPerSet = new Map<string, number>();
+  const keepsTokens = id === "no-live-token-cap" || id === "cap-per-scope-set";
+  /**
+   * Sends a request on with the reference's token that `held` stands for now; where the reference has
+   * revoked it (its cap counts every token it issued), asks it again as that token was first asked for.
+   */
+  const forwardKeptAlive = async (req: IncomingMessage, body: Buffer, held: KeptToken): Promise<Forwarded> => {
+    const answer = await forward(req, body, { authorization: `Bearer ${held.current}` });
+    if (answer.status !== 401) return answer;
+    const again = await request(`${upstream}${token.path}`, { method: "POST", ...held.asked });
+    const renewed = ((await again.body.json()) as { access_token?: string }).access_token;
+    if (renewed) held.current = renewed;
+    return forward(req, body, { authorization: `Bearer ${held.current}` });
+  };
 
   /** Forwarded from the address each request came from (a loopback one), so the reference's budget per address (D30) counts it as the client's; behind-one-address: from the front's own. */
   const fromAddress = new Map<string, Agent>();
@@ -312,14 +394,18 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   let windowsFrom: number | undefined;
   /** tokens-ignore-case: every token the reference issued through the front. */
   const issuedTokens = new Set<string>();
-  /** hands-back-live-tokens: per client and scope set, the token it was handed and the reference's newest. */
-  const liveTokens = new Map<string, { handedOut: string; newest: string }>();
+  /** hands-back-live-tokens: per client and scope set, the token it was handed, and the reference's it stands for now. */
+  const liveTokens = new Map<string, KeptToken & { handedOut: string }>();
   /** success-resets-failure-count, real-clients-failures-not-counted: a real client's wrong secrets, counted by the front. */
   const realFailures = new Map<string, number>();
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
   const limitedOnce = new Set<string>();
+  /** throttle-skips-basic: each client's last token answer. */
+  const lastTokenAnswer = new Map<string, Forwarded>();
+  /** leads-for-every-category: leads the front made up, counted for their ids. */
+  let madeUpLeads = 0;
   /** answers-another-customer: the customer of the service request created before. */
   let lastCustomer: unknown;
   const problem = (res: ServerResponse, status: number, slug: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): void =>
@@ -337,6 +423,34 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     const body = await readBody(req);
     const path = (req.url ?? "").split("?")[0]!;
     const isToken = req.method === token.method && path === token.path;
+    if (id === "throttle-skips-basic" && isToken) {
+      // A client's last token answer kept; a 429 to its right secret in HTTP Basic answered with it instead.
+      const answer = await forward(req, body);
+      const sent = credentialsOf(req, body);
+      const right = clients.some((c) => c.clientId === sent.clientId && c.clientSecret === sent.clientSecret);
+      if (answer.status === 200) lastTokenAnswer.set(sent.clientId, answer);
+      const kept = lastTokenAnswer.get(sent.clientId);
+      return reply(res, answer.status === 429 && sent.basic && right && kept ? kept : answer);
+    }
+    const creatingHere = req.method === create.method && path === create.path;
+    if ((id === "max-lengths-in-bytes" || id === "max-lengths-in-utf16-units") && (creatingHere || (req.method === register.method && path === register.path))) {
+      const length = (text: unknown) => (typeof text !== "string" ? 0 : id === "max-lengths-in-bytes" ? Buffer.byteLength(text) : text.length);
+      const sent = (parses(body.toString("utf8")) ? JSON.parse(body.toString("utf8")) : {}) as { customer?: { name?: unknown }; secret?: unknown } | null;
+      const [pointer, max, text] = creatingHere ? ["/customer/name", 200, sent?.customer?.name] : ["/secret", 256, sent?.secret];
+      if (length(text) > max) return problem(res, 422, "validation-failed", "The body does not match the schema.", { errors: [{ pointer, detail: `must NOT have more than ${max} characters` }] });
+    }
+    if (id === "token-repairs-invalid-utf8" && isToken) return reply(res, await forward(req, Buffer.from(body.toString("utf8"))));
+    if (id === "token-ignores-charset" && isToken && /charset=iso-8859-1/i.test(String(req.headers["content-type"]))) {
+      return reply(res, await forward(req, body, { "content-type": mediaTypeOf(req.headers["content-type"]) }));
+    }
+    if (id === "token-charset-case-sensitive" && isToken && /charset=utf-8/i.test(String(req.headers["content-type"])) && !/charset=utf-8/.test(String(req.headers["content-type"]))) {
+      return oauthError(res, 400, "invalid_request", "Unsupported charset.");
+    }
+    if (id === "issues-tokens-over-get" && req.method === "GET" && path === token.path) {
+      // The query read as the form of a POST.
+      const form = (req.url ?? "").split("?")[1] ?? "";
+      return reply(res, await forward(Object.assign(req, { method: token.method, url: path }), Buffer.from(form), { "content-type": "application/x-www-form-urlencoded" }));
+    }
 
     if (id === "rate-limited" && !limitedOnce.has(`${req.method} ${path}`)) {
       limitedOnce.add(`${req.method} ${path}`);
@@ -359,6 +473,15 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const answer = await withFormParam(req, body, "scope", (scope) => (scope.includes(",") ? scope.replace(/,/g, " ") : undefined));
       if (answer) return reply(res, answer);
     }
+    // An Authorization field whose scheme is not written as these fronts expect reads as none.
+    if (id === "bearer-scheme-case-sensitive" && !isToken && /^bearer /i.test(req.headers.authorization ?? "") && !/^Bearer /.test(req.headers.authorization ?? "")) {
+      delete req.headers.authorization;
+      return reply(res, await forward(req, body));
+    }
+    if (id === "basic-scheme-case-sensitive" && isToken && sendsBasic(req) && !/^Basic /.test(req.headers.authorization ?? "")) {
+      delete req.headers.authorization;
+      return reply(res, await forward(req, body));
+    }
     if (id === "api-takes-basic-credentials" && !isToken && sendsBasic(req)) {
       // The credentials exchanged for a token of every scope the client may have, behind the caller's back.
       const token = await forward(
@@ -372,7 +495,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const answer = await withFormParam(req, body, "scope", (scope) => (scope !== scope.toLowerCase() ? scope.toLowerCase() : undefined));
       if (answer) return reply(res, answer);
     }
-    if (id === "tokens-ignore-case" || id === "tokens-match-by-prefix") {
+    if (id === "tokens-ignore-case" || id === "tokens-match-by-prefix" || id === "tokens-match-their-start") {
       if (isToken) {
         const answer = await forward(req, body);
         if (answer.status === 200) issuedTokens.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
@@ -380,7 +503,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
       const bearer = bearerOf(req);
       const real =
-        bearer === undefined ? undefined : [...issuedTokens].find((t) => (id === "tokens-ignore-case" ? t.toLowerCase() === bearer.toLowerCase() : bearer.startsWith(t)));
+        bearer === undefined
+          ? undefined
+          : [...issuedTokens].find((t) =>
+              id === "tokens-ignore-case" ? t.toLowerCase() === bearer.toLowerCase() : id === "tokens-match-by-prefix" ? bearer.startsWith(t) : bearer.length >= 8 && t.startsWith(bearer),
+            );
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
     }
     if (id === "hands-back-live-tokens") {
@@ -388,15 +515,15 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // sent on with the newest the reference issued (which its cap keeps alive), as one token renewed would be.
       if (!isToken) {
         const bearer = bearerOf(req);
-        const renewed = [...liveTokens.values()].find((t) => t.handedOut === bearer)?.newest;
-        return reply(res, await forward(req, body, renewed ? { authorization: `Bearer ${renewed}` } : {}));
+        const held = [...liveTokens.values()].find((t) => t.handedOut === bearer);
+        return reply(res, held ? await forwardKeptAlive(req, body, held) : await forward(req, body));
       }
       const answer = await forward(req, body);
       if (answer.status !== 200) return reply(res, answer);
       const issued = JSON.parse(answer.body.toString("utf8")) as { access_token: string; scope?: string };
       const key = `${credentialsOf(req, body).clientId} ${(issued.scope ?? "").split(" ").sort().join(" ")}`;
-      const held = liveTokens.get(key) ?? { handedOut: issued.access_token, newest: issued.access_token };
-      liveTokens.set(key, { ...held, newest: issued.access_token });
+      const held = liveTokens.get(key) ?? { handedOut: issued.access_token, current: issued.access_token, asked: askedAs(req, body) };
+      liveTokens.set(key, { ...held, current: issued.access_token });
       return reply(res, { ...answer, body: Buffer.from(JSON.stringify({ ...issued, access_token: held.handedOut })) });
     }
     if (id === "other-partners-businesses" && req.method === register.method && path === register.path) {
@@ -506,13 +633,18 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         return reply(res, await forward(req, Buffer.from(form.toString())));
       }
     }
-    if (id === "throttles-per-client-id-only" && isToken) {
-      // The reference's 429 is kept only once the client id has spent its own budget.
+    if ((id === "throttles-per-client-id-only" || id === "throttles-per-address-and-client-id") && isToken) {
+      // The reference's 429 is kept only once the client id has spent its own budget (from this address alone,
+      // for the second: its failures from other addresses are counted apart), or for the second, where it
+      // is not the client id's (the address's own budget, spent over many client ids).
       const clientId = clientIdOf(req, body);
+      const counted = id === "throttles-per-client-id-only" ? clientId : `${req.socket.remoteAddress} ${clientId}`;
+      const count = (key: string) => failuresOf.set(key, (failuresOf.get(key) ?? 0) + 1);
       const answer = await forward(req, body);
-      if (answer.status === 401) failuresOf.set(clientId, (failuresOf.get(clientId) ?? 0) + 1);
-      if (answer.status !== 429 || (failuresOf.get(clientId) ?? 0) >= perClientId) return reply(res, answer);
-      failuresOf.set(clientId, (failuresOf.get(clientId) ?? 0) + 1);
+      if (answer.status === 401) new Set([clientId, counted]).forEach(count);
+      const clientsOwn = id === "throttles-per-client-id-only" || (failuresOf.get(clientId) ?? 0) >= perClientId;
+      if (answer.status !== 429 || !clientsOwn || (failuresOf.get(counted) ?? 0) >= perClientId) return reply(res, answer);
+      new Set([clientId, counted]).forEach(count);
       return refuseClient(res);
     }
     if (id === "no-basic-client-auth" && isToken && req.headers.authorization !== undefined) {
@@ -561,29 +693,24 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       }
     }
 
-    if (id === "no-live-token-cap" && isToken) {
+    if (keepsTokens && isToken) {
       const answer = await forward(req, body);
       if (answer.status === 200) {
-        const issued = (JSON.parse(answer.body.toString("utf8")) as { access_token: string }).access_token;
-        const headers: Record<string, string> = { "content-type": String(req.headers["content-type"]) };
-        if (req.headers.authorization) headers.authorization = req.headers.authorization;
-        kept.set(issued, { headers, body, current: issued });
+        const { access_token: issued, scope } = JSON.parse(answer.body.toString("utf8")) as { access_token: string; scope: string };
+        const set = `${clientIdOf(req, body)} ${scope.split(" ").sort().join(" ")}`;
+        const number = (issuedPerSet.get(set) ?? 0) + 1;
+        issuedPerSet.set(set, number);
+        kept.set(issued, { current: issued, asked: askedAs(req, body), set, number });
       }
       return reply(res, answer);
     }
-    if (id === "no-live-token-cap") {
-      const presented = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
+    if (keepsTokens) {
+      const presented = bearerOf(req);
       const held = presented !== undefined ? kept.get(presented) : undefined;
       if (!held) return reply(res, await forward(req, body));
-      let answer = await forward(req, body, { authorization: `Bearer ${held.current}` });
-      if (answer.status === 401) {
-        // Revoked by the reference: asked for again as it was first, so that it never stops working.
-        const again = await request(`${upstream}${token.path}`, { method: "POST", headers: held.headers, body: held.body });
-        const renewed = (await again.body.json()) as { access_token?: string };
-        if (renewed.access_token) held.current = renewed.access_token;
-        answer = await forward(req, body, { authorization: `Bearer ${held.current}` });
-      }
-      return reply(res, answer);
+      // cap-per-scope-set: live while fewer than 100 newer tokens of its client and scopes were issued.
+      const live = id === "no-live-token-cap" || issuedPerSet.get(held.set)! - held.number < 100;
+      return reply(res, live ? await forwardKeptAlive(req, body, held) : await forward(req, body, { authorization: `Bearer ${held.current}` }));
     }
     if ((id === "no-scope-check" || id === "scope-confusion") && isToken) {
       const answer = await forward(req, body);
@@ -599,7 +726,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, answer);
     }
     if (id === "no-scope-check" || id === "scope-confusion") {
-      const presented = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
+      const presented = bearerOf(req);
       const wide = presented !== undefined ? widened.get(presented) : undefined;
       return reply(res, await forward(req, body, wide ? { authorization: `Bearer ${wide}` } : {}));
     }
@@ -672,6 +799,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       (id === "accepts-text-json" && mediaTypeOf(type) === "text/json") ||
       (id === "ignores-charset" && /charset=iso-8859-1/i.test(type)) ||
       (id === "accepts-json-prefixed-types" && /^application\/json(-seq|p)\b/i.test(type)) ||
+      (id === "accepts-json-suffix-types" && /^application\/[\w.-]+\+json\b/i.test(type)) ||
+      (id === "takes-utf8-as-a-charset" && /charset="?utf8"?/i.test(type)) ||
       (id === "reads-bodies-without-content-type" && type === "" && body.length > 0 && !isToken)
     ) {
       return reply(res, await forward(req, body, { "content-type": "application/json" }));
@@ -768,6 +897,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "returns-the-secret-in-base64" && registering && answer.status === 201 && typeof sent.secret === "string") {
       rewrite((w) => (w.secretRef = Buffer.from(sent.secret as string, "utf8").toString("base64")));
     }
+    if (id === "unescaped-pointers" && answer.status === 422) {
+      rewrite((p) => {
+        for (const e of p.errors as { pointer: string }[]) e.pointer = e.pointer.replace(/~1/g, "/").replace(/~0/g, "~");
+      });
+    }
     if (id === "quotes-the-secret-in-problems" && registering && answer.status >= 400 && typeof sent.secret === "string") {
       rewrite((p) => (p.detail = `${String(p.detail)} (secret "${String(sent.secret)}")`));
     }
@@ -780,12 +914,22 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "registers-for-another-business" && registering && answer.status === 201) rewrite((w) => (w.businessID = w.businessID === "4713" ? "4712" : "4713"));
     if (id === "creates-webhooks-disabled" && registering && answer.status === 201) rewrite((w) => (w.status = "disabled"));
+    if (id === "leads-for-every-category" && creating && answer.status === 201) {
+      rewrite((r) => {
+        const others = seed.businesses.filter((b) => b.serviceZipCodes.includes(r.zipCode) && !r.leads.some((l: { businessID: string }) => l.businessID === b.businessID));
+        r.leads.push(...others.map((b) => ({ leadID: String(900_000_000_000 + ++madeUpLeads), businessID: b.businessID })));
+        if (r.leads.length > 0) r.status = "matched";
+      });
+    }
     if (id === "matched-without-leads" && creating && answer.status === 201) rewrite((r) => (r.status = r.status === "matched" ? "unmatched" : "matched"));
     if (id === "search-worst-rated-first" && req.method === search.method && path === search.path && answer.status === 200) rewrite((r) => r.businesses.reverse());
     if (id === "tokens-say-60-seconds" && isToken && answer.status === 200) rewrite((t) => (t.expires_in = 60));
     if (id === "grants-scopes-not-asked" && isToken && answer.status === 200) rewrite((t) => (t.scope = contract.scopes.join(" ")));
     if (id === "insufficient-scope-as-business-forbidden" && answer.status === 403) {
       rewrite((p) => (p.type = p.type === contract.problem("insufficient-scope").type ? contract.problem("business-forbidden").type : p.type));
+    }
+    if (id === "401-says-insufficient-scope" && answer.status === 401 && typeof answer.headers["www-authenticate"] === "string") {
+      answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace('error="invalid_token"', 'error="insufficient_scope"');
     }
     if (id === "scope-challenge-not-bearer" && answer.status === 403 && typeof answer.headers["www-authenticate"] === "string") {
       answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/^Bearer error="insufficient_scope", /, 'Basic realm="api", ');

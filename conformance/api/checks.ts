@@ -10,7 +10,7 @@ import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type C
 import { challengeOf } from "./challenges.js";
 import { UNKNOWN_ID, UNSERVED_ZIP, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
 import { basicOf, retryAfterSeconds, seen, type ApiContext } from "./context.js";
-import { arbitraryOf, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
+import { arbitraryOf, atMaxLength, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
 type ApiCheck = Check<ApiContext>;
 type Json = Record<string, any>;
@@ -305,6 +305,7 @@ function forge(token: string): { what: string; token: string }[] {
   return [
     { what: "a forged token (a real one's last 4 characters changed)", token: `${token.slice(0, -4)}${tail}` },
     { what: "a real token with characters added (a prefix match takes it)", token: `${token}${tail}` },
+    { what: "a real token without its last 4 characters (a match by its start takes it)", token: token.slice(0, -4) },
     ...(swapped === token ? [] : [{ what: "a real token with its letters in the other case", token: swapped }]),
   ];
 }
@@ -521,14 +522,50 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     defineCheck<ApiContext>({
       id: "token-issued-for-basic-authentication",
       section: `${op.section}, D31`,
-      title: "Valid client credentials sent as HTTP Basic (RFC 6749 §2.3.1) instead of form parameters get a token, also beside an empty client_secret= (RFC 6749 §3.1: as if omitted).",
-      scenario: "requests a token with Authorization: Basic of --client-id and --client-secret, and no client_id or client_secret in the form; then with client_secret= and no value in the form",
+      title:
+        "Valid client credentials sent as HTTP Basic (RFC 6749 §2.3.1) instead of form parameters get a token, also beside an empty client_secret= (RFC 6749 §3.1: as if omitted), and with the scheme's name in lower case (RFC 9110 §11.1: case-insensitive).",
+      scenario: "requests a token with Authorization: Basic of --client-id and --client-secret, and no client_id or client_secret in the form; then with client_secret= and no value in the form; then with the scheme written basic",
       async run(ctx) {
         const basic = { authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) };
         const response = await ctx.requestToken({ grant_type: "client_credentials", scope: contract.scopes.join(" ") }, basic);
         expectAnswer(ctx, op, response, [successExample(op).status], "HTTP Basic client authentication");
         const empty = await ctx.requestToken({ grant_type: "client_credentials", scope: contract.scopes.join(" "), client_secret: "" }, basic);
         expectAnswer(ctx, op, empty, [successExample(op).status], "HTTP Basic beside client_secret= with no value (not a second method)");
+        const lower = await ctx.requestToken({ grant_type: "client_credentials", scope: contract.scopes.join(" ") }, { authorization: basic.authorization.replace(/^Basic/, "basic") });
+        expectAnswer(ctx, op, lower, [successExample(op).status], "HTTP Basic with the scheme written basic (auth schemes are case-insensitive)");
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-rejects-bytes-not-utf8",
+      section: `${op.section}, D29`,
+      title: "A token request whose body holds bytes that are not UTF-8, or whose Content-Type names another charset, gets 400 invalid_request and no token: refused, never repaired (D29).",
+      scenario: "requests a token with valid credentials and a parameter the endpoint does not know whose value is the bytes 0xFF 0xFE, then with valid credentials labelled charset=iso-8859-1",
+      async run(ctx) {
+        const valid = new URLSearchParams(form(ctx)).toString();
+        const notUtf8 = Buffer.concat([Buffer.from(`${valid}&note=`), Buffer.from([0xff, 0xfe])]);
+        expectOAuthError(ctx, op, await ctx.call(op, { body: notUtf8, contentType: op.body!.mediaType }), "invalid_request", "a body with bytes that are not UTF-8");
+        expectOAuthError(ctx, op, await ctx.call(op, { body: valid, contentType: `${op.body!.mediaType}; charset=iso-8859-1` }), "invalid_request", "a body labelled charset=iso-8859-1");
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-charset-in-any-case-accepted",
+      section: `${op.section}, D29`,
+      title: "A token request labelled charset=UTF-8 gets its token: UTF-8 is named in any letter case (RFC 9110 §8.3.2).",
+      scenario: "requests a token with valid credentials and Content-Type application/x-www-form-urlencoded; charset=UTF-8",
+      async run(ctx) {
+        const response = await ctx.call(op, { body: new URLSearchParams(form(ctx)).toString(), contentType: `${op.body!.mediaType}; charset=UTF-8` });
+        expectAnswer(ctx, op, response, [successExample(op).status], "a body labelled charset=UTF-8");
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-rejects-get",
+      section: `${op.section}, D11`,
+      title: "A token request made with GET, its parameters in the query, gets no token but a 4xx: the token endpoint takes POST alone (RFC 6749 §3.2), so that no secret is asked for in a URL.",
+      scenario: "GET on the token endpoint with grant_type, client_id, client_secret of --client-id and scope in the query",
+      async run(ctx) {
+        const query = { grant_type: "client_credentials", client_id: ctx.options.clientId, client_secret: ctx.options.clientSecret, scope: contract.scopes.join(" ") };
+        const response = await ctx.call({ ...op, method: "GET" }, { query });
+        expectThat(response.status >= 400 && response.status < 500, "a GET on the token endpoint was not refused", "a 4xx (405, 404 or 400), no token", seen(response));
       },
     }),
     defineCheck<ApiContext>({
@@ -623,13 +660,14 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
   return defineCheck<ApiContext>({
     id: "token-cap-revokes-oldest",
     section: `${op.section}, D32`,
-    title: `A client holds at most ${max} live tokens: issuing one more revokes its oldest (${unauthenticated} from then on), and the ${max} newest keep working.`,
-    scenario: `requests ${max + 1} tokens for --client-id, then calls ${probe.method} ${probe.path} with the first, the second and the last`,
+    title: `A client holds at most ${max} live tokens, whatever their scopes: issuing one more revokes its oldest (${unauthenticated} from then on), and the ${max} newest keep working.`,
+    scenario: `requests ${max + 1} tokens for --client-id, the first for ${probe.scopes.join(" ")} alone and the others for every scope, then calls ${probe.method} ${probe.path} with the first, the second and the last`,
     async run(ctx) {
       try {
         const issued: string[] = [];
         for (let i = 1; i <= max + 1; i++) {
-          const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
+          // The first of other scopes than the rest: the cap is the client's, not one per set of scopes (D32).
+          const response = await ctx.requestToken(form(ctx, { scope: (i === 1 ? probe.scopes : contract.scopes).join(" ") }));
           expectAnswer(ctx, op, response, [successExample(op).status], `token ${i} of ${max + 1}`);
           issued.push(String(jsonOf(response).access_token));
         }
@@ -679,41 +717,60 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
       for (let tryNumber = 1; tryNumber <= 2; tryNumber++) {
         // A fresh client id per try: the suite's own client is never locked out.
         const clientId = `certify-throttle-${randomBytes(6).toString("hex")}`;
-        const attempt = (n: number) =>
+        // The HTTP Basic ones from another loopback address where the suite can send from one: the budget is
+        // the client id's from every address together, not one per address and client id.
+        let other = onLoopbackV4(ctx) ? otherLoopback() : undefined;
+        const request = (n: number, dispatcher?: Agent) =>
           n % 2 === 1
             ? ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false })
-            : ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") }, { waitOnRateLimit: false });
-        const how = (n: number) => (n % 2 === 1 ? "in the form" : "with HTTP Basic");
-        /** The answer to failure `n` once no rate limit of the deployment holds it up; throws where D30's throttle came early. */
-        const answerTo = async (n: number) => {
-          const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited);
-          if (response.status === limited && n <= budget.perClientId) {
-            throw new CheckFailed(
-              `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
-              `${refused} for ${budget.perClientId} failed authentications`,
-              seen(response),
-            );
+            : ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") }, { waitOnRateLimit: false, dispatcher });
+        const attempt = async (n: number) => {
+          if (n % 2 === 1 || other === undefined) return request(n);
+          try {
+            return await request(n, other.dispatcher);
+          } catch (error) {
+            if (n > 2) throw error;
+            // This machine cannot send from another loopback address (macOS by default): all from one.
+            await other.dispatcher.close();
+            other = undefined;
+            return request(n);
           }
-          return response;
         };
-        for (let n = 1; n <= budget.perClientId; n++) {
-          expectAnswer(ctx, op, await answerTo(n), [refused], `failed authentication ${n} of ${budget.perClientId} (${how(n)})`);
+        const how = (n: number) => (n % 2 === 1 ? "in the form" : `with HTTP Basic${other ? ` from ${other.address}` : ""}`);
+        try {
+          /** The answer to failure `n` once no rate limit of the deployment holds it up; throws where D30's throttle came early. */
+          const answerTo = async (n: number) => {
+            const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited);
+            if (response.status === limited && n <= budget.perClientId) {
+              throw new CheckFailed(
+                `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
+                `${refused} for ${budget.perClientId} failed authentications`,
+                seen(response),
+              );
+            }
+            return response;
+          };
+          for (let n = 1; n <= budget.perClientId; n++) {
+            expectAnswer(ctx, op, await answerTo(n), [refused], `failed authentication ${n} of ${budget.perClientId} (${how(n)})`);
+          }
+          const next = budget.perClientId + 1;
+          const response = await answerTo(next);
+          if (response.status === limited) {
+            expectAnswer(ctx, op, response, [limited], `failed authentication ${next} (${how(next)})`);
+            expectRetryAfterInWindow(response, budget.windowSeconds);
+            const notes = [
+              ...(tries.length > 0 ? [`the first client id was not throttled after ${budget.perClientId} failures (its window may have ended meanwhile), the second was`] : []),
+              ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : []),
+            ];
+            return notes.length > 0 ? notes.join("; ") : undefined;
+          }
+          tries.push({ clientId, next: seen(response), ...(other ? { basicFrom: other.address } : {}) });
+        } finally {
+          await other?.dispatcher.close();
         }
-        const next = budget.perClientId + 1;
-        const response = await answerTo(next);
-        if (response.status === limited) {
-          expectAnswer(ctx, op, response, [limited], `failed authentication ${next} (${how(next)})`);
-          expectRetryAfterInWindow(response, budget.windowSeconds);
-          const notes = [
-            ...(tries.length > 0 ? [`the first client id was not throttled after ${budget.perClientId} failures (its window may have ended meanwhile), the second was`] : []),
-            ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : []),
-          ];
-          return notes.length > 0 ? notes.join("; ") : undefined;
-        }
-        tries.push({ clientId, next: seen(response) });
       }
       throw new CheckFailed(
-        `after ${budget.perClientId} failed authentications of one client_id, its next token request was not throttled (tried twice, each with a new client id: a window cannot end during both)`,
+        `after ${budget.perClientId} failed authentications of one client_id, its next token request was not throttled (tried twice, each with a new client id: a window cannot end during both; where basicFrom says so, the HTTP Basic ones came from another address, and the budget is the client id's from every address together)`,
         limited,
         tries,
       );
@@ -768,7 +825,7 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
     id: "token-throttles-a-real-clients-wrong-secrets",
     section: `${op.section}, D30, D31`,
     title: `${budget.perClientId} wrong secrets of a client that exists, within ${budget.windowSeconds} s and with a success among them, throttle that client: its next token request gets ${limited}, the right secret included, until its Retry-After has passed.`,
-    scenario: `with --second-client-id: its right secret, a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one; once that answer's Retry-After has passed, the right one again`,
+    scenario: `with --second-client-id: its right secret, a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one in the form and with HTTP Basic; once that answer's Retry-After has passed, the right one again`,
     async run(ctx) {
       const { secondClientId: id, secondClientSecret: secret } = ctx.options;
       if (id === undefined || secret === undefined) {
@@ -810,6 +867,8 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
         }
         expectAnswer(ctx, op, locked, [limited], `the right secret after ${budget.perClientId} wrong ones, a success among them (D30: the right secret included; a client's wrong secrets count as an unknown client's, and a success resets nothing)`);
         expectRetryAfterInWindow(locked, budget.windowSeconds);
+        const lockedBasic = await ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(id, secret) }, { waitOnRateLimit: false });
+        expectAnswer(ctx, op, lockedBasic, [limited], "the right secret with HTTP Basic while the client is throttled (D30: every token request for that client_id, whichever way it authenticates)");
         const seconds = retryAfterSeconds(locked.headers["retry-after"])! + 1;
         await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
         const after = await ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false });
@@ -876,9 +935,9 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
     title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After.`,
     scenario: `from a loopback address of its own, requests a token with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another`,
     async run(ctx) {
-      const host = new URL(ctx.options.authUrl).hostname.replace(/^\[|\]$/g, "");
-      if (host === "::1") throw new CheckSkipped("needs the token endpoint on 127.0.0.0/8 or localhost, to send from another loopback address; IPv6 has only ::1");
-      if (host !== "localhost" && !(isIPv4(host) && host.startsWith("127."))) {
+      if (!onLoopbackV4(ctx)) {
+        const host = tokenHost(ctx);
+        if (host === "::1") throw new CheckSkipped("needs the token endpoint on 127.0.0.0/8 or localhost, to send from another loopback address; IPv6 has only ::1");
         throw new CheckSkipped(`needs the token endpoint on a loopback address, to send from another one; ${host} is not (certify a local instance for this check)`);
       }
       const seenTries = [];
@@ -888,14 +947,17 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
         const { address: from, dispatcher } = otherLoopback();
         try {
           const prefix = `certify-address-${randomBytes(4).toString("hex")}`;
-          const attempt = (clientId: string) =>
-            ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false, dispatcher });
+          // In the form and with HTTP Basic in turn: the address's budget counts every failed client authentication (D30, D31).
+          const attempt = (clientId: string, basic: boolean) =>
+            basic
+              ? ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") }, { waitOnRateLimit: false, dispatcher })
+              : ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false, dispatcher });
           const early: { failure: number; answer: ReturnType<typeof seen>; retryAfter: number | undefined; underWay: number }[] = [];
           let failures = 0;
           const started = performance.now();
           // Failure k is client id k / perClientId's: each id stays within its own budget.
           const fail = async (k: number, underWay: number) => {
-            const response = await attempt(`${prefix}-${Math.floor(k / budget.perClientId)}`);
+            const response = await attempt(`${prefix}-${Math.floor(k / budget.perClientId)}`, k % 2 === 1);
             failures++;
             if (response.status !== refused) early.push({ failure: failures, answer: seen(response), retryAfter: retryAfterSeconds(response.headers["retry-after"]), underWay });
           };
@@ -942,7 +1004,7 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
               tooEarly.slice(0, 3),
             );
           }
-          const response = await attempt(`${prefix}-last`);
+          const response = await attempt(`${prefix}-last`, false);
           if (response.status === limited || early.length > 0) {
             expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perAddress + 1} from ${from}`);
             expectRetryAfterInWindow(response, budget.windowSeconds);
@@ -956,6 +1018,14 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
       throw new CheckFailed(`after ${budget.perAddress} failed authentications from one address, its next token request was not throttled (tried twice, each from a new address)`, limited, seenTries);
     },
   });
+}
+
+const tokenHost = (ctx: ApiContext) => new URL(ctx.options.authUrl).hostname.replace(/^\[|\]$/g, "");
+
+/** Whether the token endpoint is on 127.0.0.0/8 or localhost, where the suite may send from a loopback address of its own. */
+function onLoopbackV4(ctx: ApiContext): boolean {
+  const host = tokenHost(ctx);
+  return host === "localhost" || (isIPv4(host) && host.startsWith("127."));
 }
 
 /** A dispatcher that sends from a random loopback address other than 127.0.0.1 (Linux routes all of 127.0.0.0/8 to itself). */
@@ -1146,6 +1216,29 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     );
   }
 
+  // D16: lengths count code points, not UTF-8 bytes or UTF-16 units, at the upper bound too.
+  const atMax = op.body ? atMaxLength(op.body.schema, example().input.body, contract.resolve, "é") : undefined;
+  if (op.body && atMax && example().status < 300) {
+    const units = ["é", "😀"];
+    checks.push(
+      check(
+        "lengths-in-code-points-accepted",
+        "D16",
+        `The example body with ${atMax.pointers.join(", ")} at its maxLength in code points gets its ${example().status}, written in é (2 bytes each in UTF-8) and in 😀 (2 UTF-16 units each): lengths count code points.`,
+        `sends the example body to ${request} with ${atMax.pointers.join(", ")} as long as its maxLength allows, in ${units.join(", then in ")}`,
+        async (ctx) => {
+          for (const unit of units) {
+            const input = { query: example().input.query, body: atMaxLength(op.body!.schema, example().input.body, contract.resolve, unit)!.body };
+            const response = await send(ctx, op, input, await fullToken(ctx));
+            const what = `${atMax.pointers.join(", ")} at its maxLength in ${unit}`;
+            expectAnswer(ctx, op, response, [example().status], what);
+            expectAnswersWhatWasSent(ctx, op, input, response, what);
+          }
+        },
+      ),
+    );
+  }
+
   const unauthenticated = problemStatus("unauthenticated");
   checks.push(
     check("rejects-missing-token", "D13", `${op.operationId} without a token gets a ${unauthenticated} problem, also with the client's credentials as HTTP Basic instead.`, `sends the success example to ${request} without an Authorization header, then with Authorization: Basic of --client-id and --client-secret`, async (ctx) => {
@@ -1159,17 +1252,49 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       });
       expectAnswer(ctx, op, basic, [unauthenticated], "the client's credentials as HTTP Basic, no token");
     }),
-    check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, `sends the success example to ${request} with a real token whose last 4 characters are changed, with characters added, and with its letters in the other case`, async (ctx) => {
+    check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, `sends the success example to ${request} with a real token whose last 4 characters are changed, with characters added, without its last 4 characters, and with its letters in the other case`, async (ctx) => {
       for (const forged of forge(await fullToken(ctx))) expectAnswer(ctx, op, await send(ctx, op, example().input, forged.token), [unauthenticated], forged.what);
     }),
-    check("401-has-bearer-challenge", "D13", `Each ${unauthenticated} of ${op.operationId} carries an RFC 6750 \`WWW-Authenticate: Bearer\` challenge.`, `reads WWW-Authenticate of the ${unauthenticated} answers to ${request} without a token and with a forged one`, async (ctx) => {
-      const answers = [await send(ctx, op, example().input), await send(ctx, op, example().input, forge(await fullToken(ctx))[0]!.token)];
-      for (const response of answers.filter((r) => r.status === unauthenticated)) {
-        const field = response.headers["www-authenticate"];
-        // Among the field's challenges, which may be several (RFC 9110 §11.6.1).
-        expectThat(challengeOf(field, "Bearer") !== undefined, "the WWW-Authenticate header has no Bearer challenge", "Bearer …", field ?? "(none)");
-      }
-    }),
+    check(
+      "401-has-bearer-challenge",
+      "D13",
+      `Each ${unauthenticated} of ${op.operationId} carries an RFC 6750 \`WWW-Authenticate: Bearer\` challenge, whose error, if given, is invalid_token for a forged token (invalid_request too without a token), never insufficient_scope, which is a 403's.`,
+      `reads WWW-Authenticate of the ${unauthenticated} answers to ${request} without a token and with a forged one`,
+      async (ctx) => {
+        // RFC 6750 §3.1: a token that fails is invalid_token; a request with none should name no error (the
+        // spec's own example of a 401 names invalid_token, so that passes too).
+        const answers = [
+          { what: "no token", allowed: ["invalid_request", "invalid_token"], response: await send(ctx, op, example().input) },
+          { what: "a forged token", allowed: ["invalid_token"], response: await send(ctx, op, example().input, forge(await fullToken(ctx))[0]!.token) },
+        ];
+        for (const { what, allowed, response } of answers.filter((a) => a.response.status === unauthenticated)) {
+          const field = response.headers["www-authenticate"];
+          // Among the field's challenges, which may be several (RFC 9110 §11.6.1).
+          const bearer = challengeOf(field, "Bearer");
+          expectThat(bearer !== undefined, `${what}: the WWW-Authenticate header has no Bearer challenge`, "Bearer …", field ?? "(none)");
+          const error = bearer!.params.error;
+          expectThat(error === undefined || allowed.includes(error), `${what}: the Bearer challenge's error is not one of RFC 6750 §3.1 for this case`, `no error, or ${allowed.join(" or ")}`, field);
+        }
+      },
+    ),
+    check(
+      "bearer-in-any-case-accepted",
+      "D13",
+      `${op.operationId} takes a bearer token whatever the letter case of the scheme's name (RFC 9110 §11.1: auth schemes are case-insensitive).`,
+      `sends the success example to ${request} with Authorization: bearer <token>, then BEARER <token>`,
+      async (ctx) => {
+        const token = await fullToken(ctx);
+        const body = bodyText(op, example().input.body);
+        for (const scheme of ["bearer", "BEARER"]) {
+          const response = await ctx.call(op, {
+            query: example().input.query,
+            ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}),
+            headers: { authorization: `${scheme} ${token}` },
+          });
+          expectAnswer(ctx, op, response, [example().status], `Authorization: ${scheme} <token>`);
+        }
+      },
+    ),
   );
 
   const otherScopes = contract.scopes.filter((s) => !op.scopes.includes(s));
@@ -1215,17 +1340,27 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     const malformed = problemStatus("malformed-request");
     if (declared(malformed)) {
       checks.push(
-        check("malformed-json-gets-400", "D13", `A truncated or trailing-comma JSON body, or one of 10,000 unclosed arrays, gets a ${malformed} problem, never a 5xx.`, `sends the example body to ${request} cut by its last character, then with a trailing comma, then 10,000 "[" (a parser that recurses overflows its stack)`, async (ctx) => {
-          const text = JSON.stringify(example().input.body);
-          for (const [what, body] of [
-            ["a truncated body", text.slice(0, -1)],
-            ["a trailing comma", text.replace(/}$/, ",}")],
-            ["10,000 unclosed arrays", "[".repeat(10_000)],
-          ] as const) {
-            const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
-            expectAnswer(ctx, op, response, [malformed], what);
-          }
-        }),
+        check(
+          "malformed-json-gets-400",
+          "D13",
+          `A truncated or trailing-comma JSON body, one with characters after its value, a raw tab in a string or an escape JSON does not have, or one of 10,000 unclosed arrays, gets a ${malformed} problem, never a 5xx.`,
+          `sends the example body to ${request} cut by its last character, then with a trailing comma, then with " }" after it, then with a tab and then \\q at the start of its first string value, then 10,000 "[" (a parser that recurses overflows its stack)`,
+          async (ctx) => {
+            const text = JSON.stringify(example().input.body);
+            for (const [what, body] of [
+              ["a truncated body", text.slice(0, -1)],
+              ["a trailing comma", text.replace(/}$/, ",}")],
+              // What a decoder that reads one value and stops, or a lenient one, takes (RFC 8259 §2, §7).
+              ["characters after the value", `${text} }`],
+              ["a raw tab inside a string", text.replace(/":"/, '":"\t')],
+              ["an escape JSON does not have (\\q)", text.replace(/":"/, '":"\\q')],
+              ["10,000 unclosed arrays", "[".repeat(10_000)],
+            ] as const) {
+              const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
+              expectAnswer(ctx, op, response, [malformed], what);
+            }
+          },
+        ),
       );
     }
     if (declared(malformed)) {
@@ -1259,11 +1394,12 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         check(
           "wrong-content-type-gets-415",
           "D13, D29",
-          `The example body sent as text/plain, as text/json, as ${mediaType}-seq or ${mediaType}p (a media type that starts like it is another), as ${mediaType} in a charset other than UTF-8, or with no Content-Type gets a ${unsupported} problem.`,
-          `sends the example body to ${request} with Content-Type text/plain, text/json, ${mediaType}-seq, ${mediaType}p, ${mediaType}; charset=iso-8859-1, then none`,
+          `The example body sent as text/plain, as text/json, as ${mediaType}-seq or ${mediaType}p (a media type that starts like it is another), as application/merge-patch+json (another JSON-based type), as ${mediaType} in a charset other than UTF-8 (utf8 is no name of it), or with no Content-Type gets a ${unsupported} problem.`,
+          `sends the example body to ${request} with Content-Type text/plain, text/json, ${mediaType}-seq, ${mediaType}p, application/merge-patch+json, ${mediaType}; charset=iso-8859-1, ${mediaType}; charset=utf8, then none`,
           async (ctx) => {
             const body = JSON.stringify(example().input.body);
-            for (const contentType of ["text/plain", "text/json", `${mediaType}-seq`, `${mediaType}p`, `${mediaType}; charset=iso-8859-1`, null]) {
+            const types = ["text/plain", "text/json", `${mediaType}-seq`, `${mediaType}p`, "application/merge-patch+json", `${mediaType}; charset=iso-8859-1`, `${mediaType}; charset=utf8`, null];
+            for (const contentType of types) {
               const response = await ctx.call(op, { query: example().input.query, body, contentType, token: await fullToken(ctx) });
               expectAnswer(ctx, op, response, [unsupported], contentType === null ? "no Content-Type" : `Content-Type ${contentType}`);
             }
@@ -1399,6 +1535,42 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   return checks;
 }
 
+/**
+ * D17: a service request is matched to the businesses that serve its category at its zip code, which is
+ * what the search finds: the example's leads are one for each business found, and none for another.
+ */
+function matchingCheck(contract: Contract): ApiCheck[] {
+  const create = contract.apiOperations.find((o) => o.operationId === "createServiceRequest");
+  const search = contract.apiOperations.find((o) => o.operationId === "searchBusinesses");
+  if (!create || !search) return [];
+  return [
+    defineCheck<ApiContext>({
+      id: "create-service-request-leads-match-the-search",
+      section: `${create.section}, ${search.section}, D17`,
+      title: "The example service request gets one lead for each business the search finds for its category at its zip code, and none for any other business: both are the businesses that serve the category there.",
+      scenario: `sends the success example to ${create.method} ${create.path}, then ${search.method} ${search.path} for its categoryID at its zipCode, and compares the leads' businessIDs with the businesses found`,
+      async run(ctx) {
+        const token = await fullToken(ctx);
+        const body = successExample(create).body as { categoryID: string; zipCode: string };
+        const created = await send(ctx, create, { query: {}, body }, token);
+        expectAnswer(ctx, create, created, [201], "the success example");
+        const query = { ...successExample(search).query, category_id: body.categoryID, zip: body.zipCode };
+        const found = await send(ctx, search, { query }, token);
+        expectAnswer(ctx, search, found, [200], `category_id=${query.category_id}&zip=${query.zip}`);
+        const leads = (jsonOf(created).leads as { businessID: string }[]).map((l) => l.businessID).sort();
+        const businesses = (jsonOf(found).businesses as { businessID: string }[]).map((b) => b.businessID).sort();
+        // A search answers 50 at most (D17): then each of those has its lead, and more may have one.
+        if (businesses.length >= 50) {
+          const missing = businesses.filter((b) => !leads.includes(b));
+          expectEqual(missing, [], "a business the search found got no lead");
+          return "the search found 50 businesses, its most: leads for others were not compared";
+        }
+        expectEqual(leads, businesses, "the leads are not one for each business the search finds for the request's category at its zip code");
+      },
+    }),
+  ];
+}
+
 /** Every check of the API suite, in order: the token endpoint, then each operation of the spec. */
 export function apiChecks(contract: Contract): ApiCheck[] {
   // Fail at once on a schema outside the converter's subset, not in the middle of a run.
@@ -1408,6 +1580,7 @@ export function apiChecks(contract: Contract): ApiCheck[] {
   return [
     ...tokenChecks(contract),
     ...contract.apiOperations.flatMap((op) => operationChecks(contract, op)),
+    ...matchingCheck(contract),
     // Last: where a proxy or NAT hides the suite's second address, its own address is throttled for a while after it.
     ...(contract.failedAuthThrottle ? [addressThrottleCheck(contract, contract.failedAuthThrottle)] : []),
   ];

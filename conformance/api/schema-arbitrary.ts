@@ -350,7 +350,12 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         // JSON Schema), and in other letters (`HTTPS://`: patterns are case-sensitive).
         // Its digits in another script too (Arabic-Indic: `[0-9]` and `\d` are ASCII in ECMA-262, not in Java's or .NET's Unicode classes).
         const otherDigits = v.replace(/[0-9]/g, (d) => String.fromCodePoint(0x660 + Number(d)));
-        const breaking = new Set([`!${v}`, `${v}!`, v.repeat(3), "", `${v}\n`, v.toUpperCase(), v.toLowerCase(), otherDigits].filter((c) => !pattern.test(c)));
+        // Just past a bounded repetition (its last character once more each time, up to 24: a 20-digit id,
+        // a 16-digit phone number), a space in the middle, and its first non-zero digit a 0 (`+0…`).
+        const overBound = Array.from({ length: 24 }, (_, i) => v + v.slice(-1).repeat(i + 1)).find((c) => !pattern.test(c));
+        const middle = Math.floor(v.length / 2);
+        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`];
+        const breaking = new Set([...candidates, v.toUpperCase(), v.toLowerCase(), otherDigits].filter((c) => !pattern.test(c)));
         for (const c of breaking) emit(tokens, "pattern", c);
       }
       if (s.minLength > 0) emit(tokens, "too-short", [...v].slice(0, s.minLength - 1).join(""));
@@ -392,6 +397,8 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         // The same name in other letters, beside it: names are compared exactly (a case-insensitive binder takes it for the member).
         const recased = name === undefined ? undefined : name.toUpperCase() === name ? name.toLowerCase() : name.toUpperCase();
         if (recased !== undefined && recased !== name && !Object.hasOwn(properties, recased)) emit([...tokens, recased], "extra-member", member);
+        // A name with ~ and / in it, whose pointer escapes both, ~ first (RFC 6901 §3: secret~/v2 is /secret~0~1v2).
+        emit([...tokens, `${name ?? "extra"}~/v2`], "extra-member", member);
       }
       for (const [key, member] of Object.entries(v as Json)) {
         if (properties[key]) walk(properties[key], member, [...tokens, key]);
@@ -419,6 +426,27 @@ export function invalidUtf8Of(text: string): Buffer {
  * its first string member where that is the only fault: the same body with U+FFFD there instead still
  * validates, so a server that repaired it would accept it. Undefined when no string member allows that.
  */
+/**
+ * The body with each free-text string member (a maxLength, and no pattern, format or enum) at its maxLength
+ * in `unit`: as long as the schema allows in code points, longer in UTF-8 bytes (é: 2 each) or UTF-16 units
+ * (😀: 2 each, 4 bytes), which D16 does not count. Undefined where the body has no such member.
+ */
+export function atMaxLength(schema: Schema, body: unknown, resolve: Resolve, unit: string): { body: unknown; pointers: string[] } | undefined {
+  const found: { tokens: string[]; max: number }[] = [];
+  const walk = (raw: Schema, value: unknown, tokens: string[]) => {
+    const s = flatten(raw, resolve);
+    // `password` (TypeSpec's @secret) marks a member as sensitive, and constrains nothing.
+    const free = s.pattern === undefined && (s.format === undefined || s.format === "password") && s.enum === undefined;
+    if (typeof value === "string" && typeof s.maxLength === "number" && free) found.push({ tokens, max: s.maxLength });
+    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+      for (const [key, member] of Object.entries(value)) if (s.properties?.[key]) walk(s.properties[key], member, [...tokens, key]);
+    }
+  };
+  walk(schema, body, []);
+  if (found.length === 0) return undefined;
+  return { body: found.reduce((at, f) => setAt(at, f.tokens, unit.repeat(f.max)), body), pointers: found.map((f) => pointerFrom(f.tokens)) };
+}
+
 export function loneSurrogateVariant(body: unknown, isValid: (value: unknown) => boolean): { pointer: string; body: unknown } | undefined {
   const strings: { tokens: (string | number)[]; value: string }[] = [];
   const walk = (value: unknown, tokens: (string | number)[]) => {

@@ -46,6 +46,9 @@ export const envelopeBody =
     },
   });
 
+/** Text as an HTML template engine writes it by default. */
+const htmlEscaped = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
 /** Replaces the customer of every lead.created. */
 const leadCustomer = (change: (customer: { name: string; phone: string }) => object): PartsOverride =>
   envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: change(e.data.customer as { name: string; phone: string }) } } : e));
@@ -417,8 +420,14 @@ export const brokenServers: BrokenServer[] = [
   {
     id: "html-escapes-event-text",
     parts: (base) => ({
-      envelope: (name, data, at) =>
-        base.envelope(name, typeof data.text === "string" ? { ...data, text: data.text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;") } : data, at),
+      envelope: (name, data, at) => base.envelope(name, typeof data.text === "string" ? { ...data, text: htmlEscaped(data.text) } : data, at),
+    }),
+  },
+  // Event text normalized to Unicode NFC when the event is built: not the data as triggered (D24).
+  {
+    id: "nfc-event-text",
+    parts: (base) => ({
+      envelope: (name, data, at) => base.envelope(name, typeof data.text === "string" ? { ...data, text: data.text.normalize("NFC") } : data, at),
     }),
   },
   // The registered URL lower-cased (a case-insensitive URL type), or its query dropped.
@@ -529,7 +538,8 @@ export const brokenServers: BrokenServer[] = [
     // Outcomes recorded many per statement, as the reference does, but a batch's failures before its
     // successes (e.g. the increments applied before the resets); batches gather for 300 ms.
     id: "records-a-batchs-failures-before-its-successes",
-    recordLingerMs: 300,
+    // Long enough to gather the whole split wave (its outcomes span twice the suite's 250 ms gap).
+    recordLingerMs: 1000,
     parts: (base) => ({
       async record(batch) {
         const order = batch.map((_, i) => i).sort((a, b) => Number(batch[a]!.ok) - Number(batch[b]!.ok));
@@ -729,6 +739,7 @@ export const brokenServers: BrokenServer[] = [
   // The customer's name in lead.created as a form's handler often stores it: trimmed, or normalized to NFC (D17: as sent).
   { id: "trims-lead-customer-names", parts: leadCustomer((c) => ({ ...c, name: c.name.trim() })) },
   { id: "nfc-lead-customer-names", parts: leadCustomer((c) => ({ ...c, name: c.name.normalize("NFC") })) },
+  { id: "html-escapes-lead-customer-names", parts: leadCustomer((c) => ({ ...c, name: htmlEscaped(c.name) })) },
   // lead.expired stamped with the lead's creation, 7 days before it occurred (D14).
   { id: "lead-expired-stamped-at-lead-creation", parts: envelopeBody((e) => (e.event === "lead.expired" ? { ...e, timestamp: e.data.createdAt as string } : e)) },
   // expiredAt 50 minutes after the expiry, in a lead.expired made on time.

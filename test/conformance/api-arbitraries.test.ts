@@ -154,23 +154,29 @@ describe("mutationsOf", () => {
     );
   });
 
-  it("adds one misspelt member and one in other letters (with the value of the member they stand for) to each closed object of a body, none to an open one", () => {
+  it("adds a misspelt member, one in other letters and one with ~ and / in its name (each with the value of the member it stands for) to each closed object of a body, none to an open one", () => {
     const body = contract.apiOperations.find((op) => op.operationId === "createServiceRequest")!.body!;
     const example = body.examples["request-created"] as { customer: Record<string, unknown> };
     const extra = mutationsOf(body.schema, example, resolve).filter((m) => m.kind === "extra-member");
-    expect(extra.map((m) => m.pointer)).toEqual(["/categroyID", "/CATEGORYID", "/customer/naem", "/customer/NAME"]);
-    expect((extra[2]!.value as typeof example).customer).toEqual({ ...example.customer, naem: example.customer.name });
-    expect((extra[3]!.value as typeof example).customer).toEqual({ ...example.customer, NAME: example.customer.name });
+    // RFC 6901 §3: ~ is written ~0 and / ~1 in a pointer, ~ first.
+    expect(extra.map((m) => m.pointer)).toEqual(["/categroyID", "/CATEGORYID", "/categoryID~0~1v2", "/customer/naem", "/customer/NAME", "/customer/name~0~1v2"]);
+    expect((extra[3]!.value as typeof example).customer).toEqual({ ...example.customer, naem: example.customer.name });
+    expect((extra[4]!.value as typeof example).customer).toEqual({ ...example.customer, NAME: example.customer.name });
+    expect((extra[5]!.value as typeof example).customer).toEqual({ ...example.customer, "name~/v2": example.customer.name });
     // The response's customer stays open (D16): nothing to refuse there.
     expect(mutationsOf({ $ref: "#/components/schemas/Customer" }, example.customer, resolve).filter((m) => m.kind === "extra-member")).toEqual([]);
     const clash = { type: "object", properties: { ab: { type: "string" }, ba: { type: "string" } }, additionalProperties: false };
-    expect(mutationsOf(clash, { ab: "x", ba: "y" }, resolve).filter((m) => m.kind === "extra-member").map((m) => m.pointer)).toEqual(["/ba_", "/AB"]);
+    expect(mutationsOf(clash, { ab: "x", ba: "y" }, resolve).filter((m) => m.kind === "extra-member").map((m) => m.pointer)).toEqual(["/ba_", "/AB", "/ab~0~1v2"]);
   });
 
   it("varies pattern faults with the value and drops variants the validator accepts", () => {
     const schema = { type: "string", pattern: "^[0-9]{1,19}$" };
     // Arabic-Indic digits: `[0-9]` is ASCII in ECMA-262.
-    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "", "4711\n", "٤٧١١"]);
+    // Just past the bounded repetition (20 digits), a space in the middle.
+    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "47111111111111111111", "47 11", "", "4711\n", "٤٧١١"]);
+    // A phone number: 16 digits, and a 0 where E.164's country code starts.
+    const phone = mutationsOf({ type: "string", pattern: "^\\+[1-9][0-9]{1,14}$" }, "+12125550143", resolve).map((m) => m.value);
+    expect(phone).toEqual(expect.arrayContaining(["+1212555014333333", "+12125 550143", "+02125550143"]));
     // Other letters break a case-sensitive pattern; a line feed after the value is refused as ECMA-262's `$` does.
     expect(mutationsOf({ type: "string", pattern: "^https://" }, "https://hooks.example.com/a", resolve).map((m) => m.value)).toContain("HTTPS://HOOKS.EXAMPLE.COM/A");
     expect(mutationsOf({ type: "string", enum: ["lead.created"] }, "lead.created", resolve).map((m) => m.value)).toContain("LEAD.CREATED");
