@@ -423,6 +423,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     const body = await readBody(req);
     const path = (req.url ?? "").split("?")[0]!;
     const isToken = req.method === token.method && path === token.path;
+    const registering = req.method === register.method && path === register.path;
+    const creating = req.method === create.method && path === create.path;
     if (id === "throttle-skips-basic" && isToken) {
       // A client's last token answer kept; a 429 to its right secret in HTTP Basic answered with it instead.
       const answer = await forward(req, body);
@@ -432,11 +434,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const kept = lastTokenAnswer.get(sent.clientId);
       return reply(res, answer.status === 429 && sent.basic && right && kept ? kept : answer);
     }
-    const creatingHere = req.method === create.method && path === create.path;
-    if ((id === "max-lengths-in-bytes" || id === "max-lengths-in-utf16-units") && (creatingHere || (req.method === register.method && path === register.path))) {
+    if ((id === "max-lengths-in-bytes" || id === "max-lengths-in-utf16-units") && (creating || registering)) {
       const length = (text: unknown) => (typeof text !== "string" ? 0 : id === "max-lengths-in-bytes" ? Buffer.byteLength(text) : text.length);
       const sent = (parses(body.toString("utf8")) ? JSON.parse(body.toString("utf8")) : {}) as { customer?: { name?: unknown }; secret?: unknown } | null;
-      const [pointer, max, text] = creatingHere ? ["/customer/name", 200, sent?.customer?.name] : ["/secret", 256, sent?.secret];
+      const [pointer, max, text] = creating ? ["/customer/name", 200, sent?.customer?.name] : ["/secret", 256, sent?.secret];
       if (length(text) > max) return problem(res, 422, "validation-failed", "The body does not match the schema.", { errors: [{ pointer, detail: `must NOT have more than ${max} characters` }] });
     }
     if (id === "token-repairs-invalid-utf8" && isToken) return reply(res, await forward(req, Buffer.from(body.toString("utf8"))));
@@ -832,8 +833,6 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       change(value);
       answer.body = Buffer.from(JSON.stringify(value));
     };
-    const registering = req.method === register.method && path === register.path;
-    const creating = req.method === create.method && path === create.path;
     if (id === "answers-in-its-own-form" && answer.status === 201) {
       rewrite((r) => {
         if (Array.isArray(r.events)) r.events.reverse();

@@ -298,6 +298,12 @@ function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, 
 
 const fullToken = (ctx: ApiContext) => ctx.token(ctx.contract.scopes);
 
+/** A token request of `clientId` with `secret`, in the form or as HTTP Basic, that waits on no rate limit (the throttle checks judge the 429s). */
+const credentialsRequest = (ctx: ApiContext, clientId: string, secret: string, how: { basic: boolean; dispatcher?: Agent }) =>
+  how.basic
+    ? ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, secret) }, { waitOnRateLimit: false, dispatcher: how.dispatcher })
+    : ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: secret }, {}, { waitOnRateLimit: false, dispatcher: how.dispatcher });
+
 /** The real token with its end changed, and with its letters in the other case: well-formed, never issued (tokens are compared exactly). */
 function forge(token: string): { what: string; token: string }[] {
   const tail = token.slice(-4) === "AAAA" ? "BBBB" : "AAAA";
@@ -720,10 +726,7 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
         // The HTTP Basic ones from another loopback address where the suite can send from one: the budget is
         // the client id's from every address together, not one per address and client id.
         let other = onLoopbackV4(ctx) ? otherLoopback() : undefined;
-        const request = (n: number, dispatcher?: Agent) =>
-          n % 2 === 1
-            ? ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false })
-            : ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") }, { waitOnRateLimit: false, dispatcher });
+        const request = (n: number, dispatcher?: Agent) => credentialsRequest(ctx, clientId, "wrong", { basic: n % 2 === 0, dispatcher });
         const attempt = async (n: number) => {
           if (n % 2 === 1 || other === undefined) return request(n);
           try {
@@ -836,10 +839,7 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
       const wrong = (n: number) =>
         pastDeploymentLimits(
           ctx,
-          () =>
-            n % 2 === 1
-              ? ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: `${secret}-wrong` }, {}, { waitOnRateLimit: false })
-              : ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(id, `${secret}-wrong`) }, { waitOnRateLimit: false }),
+          () => credentialsRequest(ctx, id, `${secret}-wrong`, { basic: n % 2 === 0 }),
           budget.windowSeconds,
           waited,
         );
@@ -867,7 +867,7 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
         }
         expectAnswer(ctx, op, locked, [limited], `the right secret after ${budget.perClientId} wrong ones, a success among them (D30: the right secret included; a client's wrong secrets count as an unknown client's, and a success resets nothing)`);
         expectRetryAfterInWindow(locked, budget.windowSeconds);
-        const lockedBasic = await ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(id, secret) }, { waitOnRateLimit: false });
+        const lockedBasic = await credentialsRequest(ctx, id, secret, { basic: true });
         expectAnswer(ctx, op, lockedBasic, [limited], "the right secret with HTTP Basic while the client is throttled (D30: every token request for that client_id, whichever way it authenticates)");
         const seconds = retryAfterSeconds(locked.headers["retry-after"])! + 1;
         await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -948,10 +948,7 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
         try {
           const prefix = `certify-address-${randomBytes(4).toString("hex")}`;
           // In the form and with HTTP Basic in turn: the address's budget counts every failed client authentication (D30, D31).
-          const attempt = (clientId: string, basic: boolean) =>
-            basic
-              ? ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, "wrong") }, { waitOnRateLimit: false, dispatcher })
-              : ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: "wrong" }, {}, { waitOnRateLimit: false, dispatcher });
+          const attempt = (clientId: string, basic: boolean) => credentialsRequest(ctx, clientId, "wrong", { basic, dispatcher });
           const early: { failure: number; answer: ReturnType<typeof seen>; retryAfter: number | undefined; underWay: number }[] = [];
           let failures = 0;
           const started = performance.now();
@@ -1239,17 +1236,17 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     );
   }
 
+  /** The success example with this Authorization field as it stands (send() writes `Bearer <token>`). */
+  const sendAuthorized = (authorization: string) => (ctx: ApiContext) => {
+    const body = bodyText(op, example().input.body);
+    return ctx.call(op, { query: example().input.query, ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}), headers: { authorization } });
+  };
   const unauthenticated = problemStatus("unauthenticated");
   checks.push(
     check("rejects-missing-token", "D13", `${op.operationId} without a token gets a ${unauthenticated} problem, also with the client's credentials as HTTP Basic instead.`, `sends the success example to ${request} without an Authorization header, then with Authorization: Basic of --client-id and --client-secret`, async (ctx) => {
       expectAnswer(ctx, op, await send(ctx, op, example().input), [unauthenticated], "no Authorization header");
       // Credentials are for the token endpoint (§5.1); the API takes a bearer token only (D13).
-      const body = bodyText(op, example().input.body);
-      const basic = await ctx.call(op, {
-        query: example().input.query,
-        ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}),
-        headers: { authorization: basicOf(ctx.options.clientId, ctx.options.clientSecret) },
-      });
+      const basic = await sendAuthorized(basicOf(ctx.options.clientId, ctx.options.clientSecret))(ctx);
       expectAnswer(ctx, op, basic, [unauthenticated], "the client's credentials as HTTP Basic, no token");
     }),
     check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, `sends the success example to ${request} with a real token whose last 4 characters are changed, with characters added, without its last 4 characters, and with its letters in the other case`, async (ctx) => {
@@ -1284,13 +1281,8 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       `sends the success example to ${request} with Authorization: bearer <token>, then BEARER <token>`,
       async (ctx) => {
         const token = await fullToken(ctx);
-        const body = bodyText(op, example().input.body);
         for (const scheme of ["bearer", "BEARER"]) {
-          const response = await ctx.call(op, {
-            query: example().input.query,
-            ...(body !== undefined ? { body, contentType: op.body!.mediaType } : {}),
-            headers: { authorization: `${scheme} ${token}` },
-          });
+          const response = await sendAuthorized(`${scheme} ${token}`)(ctx);
           expectAnswer(ctx, op, response, [example().status], `Authorization: ${scheme} <token>`);
         }
       },
