@@ -53,6 +53,10 @@ export interface Delivery {
   answeredAt?: number;
   /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang): it gave up. */
   abandonedAt?: number;
+  /** `performance.now()` when the connection it came on was made (its TLS handshake done). */
+  connectedAt: number;
+  /** The sender's TCP port on that connection: with `connectedAt`, tells which process sent it. */
+  remotePort: number;
   /** `performance.now()` when the connection it came on closed, by either side. */
   connectionClosedAt?: number;
   /** The certificate its connection was made with: "own", or the label of one `present` put in place. */
@@ -142,7 +146,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   const responderErrors: string[] = [];
   /** The certificate presented on new connections, and on each connection made so far with how many requests came over it. */
   let presenting = "own";
-  const connections = new Map<TLSSocket, { presented: string; requests: number; closedByReceiver: boolean; deliveries: Delivery[] }>();
+  const connections = new Map<TLSSocket, { presented: string; connectedAt: number; requests: number; closedByReceiver: boolean; deliveries: Delivery[] }>();
   const responders = new Map<string, Responder>();
   const changes = new EventEmitter();
   const sockets = new Set<Socket>();
@@ -156,7 +160,18 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       const connection = connections.get(req.socket as TLSSocket);
       if (connection) connection.requests++;
       const presented = connection?.presented ?? presenting;
-      const delivery: Delivery = { seq: deliveries.length, endpoint, target: req.url ?? "", method: req.method ?? "", headers: req.headers, body: Buffer.concat(chunks), arrivedAt, presented };
+      const delivery: Delivery = {
+        seq: deliveries.length,
+        endpoint,
+        target: req.url ?? "",
+        method: req.method ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+        arrivedAt,
+        presented,
+        connectedAt: connection?.connectedAt ?? arrivedAt,
+        remotePort: req.socket.remotePort ?? 0,
+      };
       deliveries.push(delivery);
       connection?.deliveries.push(delivery);
       changes.emit("change");
@@ -202,7 +217,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   });
   // A client checks the host name once the handshake is done (Node.js does): it then closes the connection unused.
   server.on("secureConnection", (socket: TLSSocket) => {
-    const connection = { presented: presenting, requests: 0, closedByReceiver: false, deliveries: [] as Delivery[] };
+    const connection = { presented: presenting, connectedAt: performance.now(), requests: 0, closedByReceiver: false, deliveries: [] as Delivery[] };
     connections.set(socket, connection);
     socket.once("close", () => {
       connections.delete(socket);

@@ -4,12 +4,12 @@
 // promptly: the restarted server hands it back at start instead of waiting out its lease. On
 // PostgreSQL a second server keeps running beside the killed one and nothing but the cut-off attempts
 // is made twice.
-import { writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
+import { answers, startReceiver, type Delivery, type Receiver } from "../../conformance/harness/receiver.js";
 import { startServe } from "../../scripts/bench/lib/procs.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { client, envelope, storageBackends } from "./helpers.js";
@@ -25,6 +25,38 @@ async function registerAt(server: string, url: string): Promise<void> {
     body: JSON.stringify({ url, events: ["review.created"], businessID: "4711", secret: "whsec-kill-0123456789" }),
   });
   if (r.status !== 201) throw new Error(`registration: ${r.status} ${await r.text()}`);
+}
+
+/**
+ * The local ports of process `pid`'s TCP connections to `port`, read from Linux's /proc (the process
+ * stopped, so that it opens none meanwhile); undefined where there is no /proc.
+ */
+function portsConnectedTo(pid: number, port: number): Set<number> | undefined {
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return undefined;
+  }
+  const inodes = new Set(fds.flatMap((fd) => /^socket:\[(\d+)\]$/.exec(safeReadlink(`/proc/${pid}/fd/${fd}`))?.[1] ?? []));
+  const ports = new Set<number>();
+  for (const table of ["tcp", "tcp6"]) {
+    // "sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode", addresses as HEX:PORT.
+    for (const line of readFileSync(`/proc/${pid}/net/${table}`, "utf8").split("\n").slice(1)) {
+      const [, local, remote, , , , , , , inode] = line.trim().split(/\s+/);
+      if (!local || !remote || !inode || !inodes.has(inode)) continue;
+      if (parseInt(remote.split(":")[1]!, 16) === port) ports.add(parseInt(local.split(":")[1]!, 16));
+    }
+  }
+  return ports;
+}
+
+function safeReadlink(file: string): string {
+  try {
+    return readlinkSync(file);
+  } catch {
+    return ""; // closed meanwhile
+  }
 }
 
 /** Triggers events, `inFlight` at a time, until stopped or the server is gone; returns the ids acknowledged with 201. */
@@ -76,8 +108,11 @@ describe.each(storageBackends())("kill -9 during a burst, $name storage", ({ pos
       await registerAt(victim.url, receiver.url(endpoint));
       const load = burst(victim.url, 16);
       await receiver.waitFor((d) => d.filter((x) => x.endpoint === endpoint).length >= 100, 60_000, "100 deliveries before the kill");
-      victim.child.kill("SIGKILL");
+      // Stopped first, so that the connections it sent on can be told from the others' (below).
+      victim.child.kill("SIGSTOP");
       const killedAt = performance.now();
+      const victimPorts = portsConnectedTo(victim.child.pid!, Number(new URL(receiver.url(endpoint)).port));
+      victim.child.kill("SIGKILL");
       await new Promise((resolve) => victim.child.once("exit", resolve));
       await load.stop();
       const restartedAt = performance.now();
@@ -93,14 +128,13 @@ describe.each(storageBackends())("kill -9 during a burst, $name storage", ({ pos
         90_000,
         `every one of ${acknowledged.size} acknowledged events at the receiver`,
       );
-      // Before the kill: what had arrived, and what came on a connection closed before the restart (the
-      // victim's: a request it sent just before its death may be read by this busy process a little later).
-      const beforeKill = new Set(
-        receiver
-          .at(endpoint)
-          .filter((d) => d.arrivedAt <= killedAt || (d.connectionClosedAt ?? Infinity) <= restartedAt)
-          .map((d) => envelope(d.body).id),
-      );
+      // Made by the victim: what had arrived before the kill, and what came on one of its connections
+      // (a request it sent just before its death may be read by this busy process well after it). Without
+      // /proc, a connection closed before the restart stands in for the victim's.
+      const byVictim = (d: Delivery) =>
+        d.arrivedAt <= killedAt ||
+        (victimPorts ? d.connectedAt <= killedAt && victimPorts.has(d.remotePort) : (d.connectionClosedAt ?? Infinity) <= restartedAt);
+      const beforeKill = new Set(receiver.at(endpoint).filter(byVictim).map((d) => envelope(d.body).id));
       const ids = receiver.at(endpoint).map((d) => envelope(d.body).id);
       // Made twice: only attempts that had reached the receiver before the kill (cut off, made again).
       const twice = ids.filter((id, i) => ids.indexOf(id) !== i);
