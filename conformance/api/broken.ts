@@ -67,6 +67,7 @@ export const brokenApis = [
   { id: "secrets-match-by-prefix", description: "Compares a client secret by its start: the secret with its last character left out (4 characters or more of it) gets a token (D11: compared exactly)." },
   { id: "takes-tab-separated-scopes", description: "Splits the scope parameter on any whitespace (Ruby's split(' '), awk): demand::search and demand::request joined by a tab are issued for both (RFC 6749 §3.3: one space between scope tokens, a tab is no scope character)." },
   { id: "lenient-base64", description: "Decodes an HTTP Basic header's base64 leniently, skipping characters base64 does not have (Ruby's Base64.decode64): valid credentials followed by !! get a token (D31: not well-formed Basic is invalid_request)." },
+  { id: "basic-credentials-not-form-decoded", description: "Takes an HTTP Basic header's client id and secret as they are after base64, not form-decoded: a client whose secret has a reserved character, sent as %HH, is refused (RFC 6749 §2.3.1, D31)." },
   { id: "charset-case-sensitive", description: "Refuses a JSON body labelled charset=UTF-8 with 415: only charset=utf-8 in lower case is taken (D29: utf-8 in any case; RFC 9110 §8.3.2: charset names are case-insensitive)." },
   { id: "takes-comma-separated-scopes", description: "Reads a scope parameter's commas as separators: demand::search,demand::request is issued for both (RFC 6749 §3.3: separated by spaces)." },
   { id: "api-takes-basic-credentials", description: "The API operations take the client's credentials as HTTP Basic in place of a bearer token (§5.1, D13: a bearer token)." },
@@ -465,6 +466,14 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const [scheme, encoded = ""] = String(req.headers.authorization).trim().split(/\s+/, 2);
       const cleaned = encoded.replace(/[^A-Za-z0-9+/=]/g, "");
       if (cleaned !== encoded) return reply(res, await forward(req, body, { authorization: `${scheme} ${cleaned}` }));
+    }
+    if (id === "basic-credentials-not-form-decoded" && isToken && sendsBasic(req)) {
+      // The parts as they came, handed on form-encoded: the reference reads them as they came. A header
+      // that is not well-formed goes on as it is.
+      const encoded = String(req.headers.authorization).trim().split(/\s+/)[1] ?? "";
+      const decoded = Buffer.from(encoded, "base64").toString("utf8");
+      const colon = decoded.indexOf(":");
+      if (colon > 0 && Buffer.from(decoded).toString("base64") === encoded) return reply(res, await forward(req, body, { authorization: basicOf(decoded.slice(0, colon), decoded.slice(colon + 1)) }));
     }
     if (id === "charset-case-sensitive" && !isToken && body.length > 0) {
       const charset = /;\s*charset=([^;\s]+)/i.exec(String(req.headers["content-type"] ?? ""))?.[1];

@@ -144,11 +144,11 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
   };
 }
 
-/** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded, then base64. */
-export const basicOf = (id: string, secret: string) => {
-  const form = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
-  return `Basic ${Buffer.from(`${form(id)}:${form(secret)}`).toString("base64")}`;
-};
+/** A value form-urlencoded as RFC 6749 Appendix B says: a space as +, each octet but `*-._` and ASCII letters and digits as %HH. */
+export const formEncoded = (value: string): string => new URLSearchParams([["", value]]).toString().slice(1);
+
+/** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded (by `encode`), then base64. */
+export const basicOf = (id: string, secret: string, encode = formEncoded) => `Basic ${Buffer.from(`${encode(id)}:${encode(secret)}`).toString("base64")}`;
 
 /** Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); undefined if absent or unreadable. */
 export function retryAfterSeconds(value: string | string[] | undefined): number | undefined {

@@ -7,6 +7,7 @@ const AUTH = "https://auth.test";
 /** A fake Partner Platform behind an injected fetch: issues numbered tokens and records calls. */
 function fakePlatform(opts: { expiresIn?: number; rejectTokens?: Set<string>; tokenStatus?: number } = {}) {
   const tokenRequests: URLSearchParams[] = [];
+  const tokenAuthorizations: (string | null)[] = [];
   const apiCalls: { url: string; auth: string | null; body: string }[] = [];
   let issued = 0;
   let gate: Promise<void> | undefined;
@@ -15,6 +16,7 @@ function fakePlatform(opts: { expiresIn?: number; rejectTokens?: Set<string>; to
       expect(request.method).toBe("POST");
       expect(request.headers.get("content-type")).toBe("application/x-www-form-urlencoded");
       tokenRequests.push(new URLSearchParams(await request.text()));
+      tokenAuthorizations.push(request.headers.get("authorization"));
       if (opts.tokenStatus) {
         return Response.json(
           { error: "invalid_client", error_description: "Client authentication failed." },
@@ -44,6 +46,7 @@ function fakePlatform(opts: { expiresIn?: number; rejectTokens?: Set<string>; to
   return {
     fetch,
     tokenRequests,
+    tokenAuthorizations,
     apiCalls,
     /** Holds token answers until `open()`, so that concurrent callers overlap. */
     hold() {
@@ -84,6 +87,14 @@ describe("createPartnerClient", () => {
       url: `${BASE}/api/v2/businesses/search?category_id=1000123&zip=10001`,
       auth: "Bearer tok-1",
     });
+  });
+
+  it("with clientAuthentication basic, sends each part form-urlencoded as RFC 6749 Appendix B says, and no credentials in the form", async () => {
+    const platform = fakePlatform();
+    await client(platform, { clientAuthentication: "basic", clientSecret: "s3 cr3t!'()~*-._:é" }).GET("/api/v2/businesses/search", search);
+    const expected = "partner-acme:s3+cr3t%21%27%28%29%7E*-._%3A%C3%A9";
+    expect(platform.tokenAuthorizations).toEqual([`Basic ${Buffer.from(expected).toString("base64")}`]);
+    expect(Object.fromEntries(platform.tokenRequests[0]!)).toEqual({ grant_type: "client_credentials", scope: "demand::search demand::request" });
   });
 
   it("caches the token until shortly before expires_in, then renews it", async () => {

@@ -73,8 +73,8 @@ function createTokenSource(options: PartnerClientOptions, fetchImpl: (request: R
   async function request(): Promise<CachedToken> {
     const requestedAt = now();
     const scope = options.scopes.join(" ");
-    // RFC 6749 §2.3.1: each part form-urlencoded before base64.
-    const form = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
+    // RFC 6749 §2.3.1: each part form-urlencoded before base64 (Appendix B: what URLSearchParams writes).
+    const form = (v: string) => new URLSearchParams([["", v]]).toString().slice(1);
     const { data, error, response } =
       options.clientAuthentication === "basic"
         ? await auth.POST("/oauth2/token", {
