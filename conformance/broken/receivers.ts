@@ -302,6 +302,17 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "strips-v1-prefix": (secret) => receiver(secret, (body, signature) => (signature?.replace(/^v1=/, "") === hmac(body, secret) ? 204 : 401)),
   "verifies-raw-or-indented-by-2": (secret) => verifiesRawOr(secret, "indented by 2 (json.dumps with indent=2)"),
   "verifies-raw-or-tab-indented": (secret) => verifiesRawOr(secret, "indented by a tab (json.dumps with indent='\\t')"),
+  // Deletes every character that is not a hex digit before comparing: a signature in quotes or behind t= gets through.
+  "strips-non-hex-characters": (secret) => receiver(secret, (body, signature) => ((signature ?? "").replace(/[^0-9a-f]/g, "") === hmac(body, secret) ? 204 : 401)),
+  // Reads timestamps with a fixed format, seconds and Z: one with a fraction is a 400.
+  "refuses-timestamp-fractions": (secret) => refusesAuthentic(secret, 400, ({ timestamp }) => !/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(timestamp ?? "")),
+  // Stores event ids in a column of 32 characters: a longer one is a 500.
+  "stores-ids-in-32-characters": (secret) => refusesAuthentic(secret, 500, ({ id }) => (id ?? "").length > 32),
+  // Takes only the Content-Type application/json, written so: with a charset parameter it is a 415.
+  "takes-bare-json-content-type-only": (secret) => {
+    const verifying = receiver(secret, (_body, _signature, correct) => correct());
+    return (req, res) => (req.headers["content-type"] === "application/json" ? verifying(req, res) : void req.resume().on("end", () => res.writeHead(415).end()));
+  },
   // Slow only on its first delivery (a cold start): one late answer must be enough to fail.
   "answers-after-timeout": (secret, { delayMs }) => {
     let first = true;

@@ -10,14 +10,14 @@ import MailComposer from "nodemailer/lib/mail-composer/index.js";
 import { rootCertificates } from "node:tls";
 import { Agent, interceptors } from "undici";
 import { newEventId, signPayload, type DeliveryRules } from "@partner-platform/sdk";
-import type { RegistrationOverride } from "../../src/server/app.js";
+import { seed, type RegistrationOverride } from "../../src/server/app.js";
 import type { Db } from "../../src/server/store.js";
 import { defaultParts, type DeliveryParts, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
 import { composeDisableMail } from "../../src/server/delivery/mail.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
-import { sharedEventExample } from "../../src/spec.js";
+import { sharedEventExample, validatorFor } from "../../src/spec.js";
 import { faultyRecorder } from "./recorder.js";
 import { loadConfig } from "../../src/server/index.js";
 
@@ -54,11 +54,11 @@ const leadCustomer = (change: (customer: { name: string; phone: string }) => obj
   envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, customer: change(e.data.customer as { name: string; phone: string }) } } : e));
 
 /** Replaces the job location of every lead.created. */
-const leadLocation = (change: (location: { city: string; state: string; zip: string }) => object): PartsOverride =>
+const leadLocation = (change: (location: { city: string; state: string; zip: string }, businessID: string) => object): PartsOverride =>
   envelopeBody((e) => {
     if (e.event !== "lead.created") return e;
     const request = e.data.request as { location: { city: string; state: string; zip: string } };
-    return { ...e, data: { ...e.data, request: { ...request, location: change(request.location) } } };
+    return { ...e, data: { ...e.data, request: { ...request, location: change(request.location, String(e.data.businessID)) } } };
   });
 
 /**
@@ -701,6 +701,16 @@ export const brokenServers: BrokenServer[] = [
       },
     }),
   },
+  // A Bcc header with no address in it, as a mailer writes an empty list (D26: no Bcc header).
+  {
+    id: "sends-empty-bcc-header",
+    parts: (base) => ({
+      async sendMail(mail) {
+        const raw = Buffer.concat([Buffer.from("Bcc: \r\n"), await new MailComposer({ from: "no-reply@partner-platform.example", ...mail }).compile().build()]);
+        await base.sendMail(Object.assign({}, mail, { raw }));
+      },
+    }),
+  },
   // Every notice to the first client's contact, whichever partner's webhook it is of.
   { id: "emails-first-clients-contact", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: contactOf(0) }) }) },
   // Every notice copied by Bcc, unseen, to the other client's contact.
@@ -718,6 +728,11 @@ export const brokenServers: BrokenServer[] = [
   {
     id: "email-without-details",
     parts: (base) => ({ sendMail: (mail) => base.sendMail({ to: mail.to, subject: "Webhook disabled", text: "One of your webhooks was disabled.\n", headers: {} }) }),
+  },
+  // The notice without its last paragraph: nothing on the cancelled deliveries, nor on what to do (D26).
+  {
+    id: "email-without-advice",
+    parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/\nIts pending deliveries[^]*$/, "\n") }) }),
   },
 
   // -- Leads -------------------------------------------------------------------------------------
@@ -755,7 +770,24 @@ export const brokenServers: BrokenServer[] = [
   // lead.created with another zip code than the request's (the business's, say).
   { id: "lead-created-with-another-zip", parts: leadLocation((l) => ({ ...l, zip: "07102" })) },
   // lead.created with the request's zip code in another town: the city and state of a business's own address (D20: the zip's).
+  // A triggered event's data cut down to the members its schema defines (a typed model's serializer).
+  {
+    id: "drops-data-members-it-does-not-define",
+    parts: envelopeBody((e) => {
+      const schema = validatorFor(`${e.event.split(".").map((w) => w[0]!.toUpperCase() + w.slice(1)).join("")}Data`).schema as { properties: object };
+      return { ...e, data: Object.fromEntries(Object.entries(e.data).filter(([name]) => name in schema.properties)) };
+    }),
+  },
   { id: "lead-created-with-another-city", parts: leadLocation((l) => ({ ...l, city: "Hoboken", state: "NJ" })) },
+  // lead.created in the town of its business's own address (the reference's catalogue), the zip code's
+  // for the suite's business (4711 is in New York), another for 4712 (Hoboken; D20: the zip code's).
+  {
+    id: "lead-created-in-its-business-town",
+    parts: leadLocation((l, businessID) => {
+      const own = seed.businesses.find((b) => b.businessID === businessID)?.location;
+      return own ? { ...l, city: own.city, state: own.state } : l;
+    }),
+  },
   // A lead.updated moves a lead that is no longer open (a hired one back to responded: it then expires).
   {
     id: "reopens-final-leads",

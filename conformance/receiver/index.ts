@@ -331,6 +331,48 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     },
   }),
   defineCheck({
+    id: "acknowledges-timestamps-with-fractions",
+    section: "§2, D14",
+    title: "An authentic event whose timestamp has a fraction of a second (1, 3 or 9 digits, as D14's pattern allows) is acknowledged.",
+    scenario: "delivers three correctly signed events stamped now with .5, .123 and .123456789 seconds",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const fraction of [".5", ".123", ".123456789"]) {
+        const envelope = buildEnvelope("message.received");
+        outcomes[`${fraction} s`] = await sendSigned(ctx, { ...envelope, timestamp: envelope.timestamp.replace(/Z$/, `${fraction}Z`) });
+      }
+      expectAcknowledged(outcomes, "authentic events stamped with a fraction of a second were refused: a timestamp may have one (D14: up to 9 digits); read it with a parser of RFC 3339, not a fixed format");
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-event-ids-of-any-legal-length",
+    section: "§2, D4",
+    title: "Authentic events whose ids are the shortest and the longest D4 allows (evt_ and 8, and 64, letters and digits) are acknowledged.",
+    scenario: "delivers two correctly signed events, one with an id of evt_ and 8 characters, one with evt_ and 64",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const length of [8, 64]) {
+        const id = `evt_${randomBytes(48).toString("base64").replace(/[^0-9A-Za-z]/g, "").padEnd(length, "0").slice(0, length)}`;
+        outcomes[`${id.length} characters`] = await sendSigned(ctx, buildEnvelope("review.created", { id }));
+      }
+      expectAcknowledged(outcomes, "authentic events with ids of a legal length were refused: an id is evt_ and 8 to 64 letters and digits (D4); keep it whole, in a column that long");
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-json-with-charset",
+    section: "§6, D1",
+    title: "An authentic event sent as application/json; charset=utf-8 is acknowledged (D1: a charset parameter, if sent, is utf-8).",
+    scenario: "delivers a correctly signed event with Content-Type: application/json; charset=utf-8, then with application/json; charset=UTF-8",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const contentType of ["application/json; charset=utf-8", "application/json; charset=UTF-8"]) {
+        const body = Buffer.from(JSON.stringify(buildEnvelope("booking.confirmed")));
+        outcomes[contentType] = await ctx.send(body, signPayload(body, ctx.options.secret), { contentType });
+      }
+      expectAcknowledged(outcomes, "authentic events labelled with a charset were refused: a server may add charset=utf-8 to application/json (D1; charset names are case-insensitive); read the media type, not the whole field");
+    },
+  }),
+  defineCheck({
     id: "acknowledges-unknown-members",
     section: "§2, D16, D60",
     title: "Each event with a member its schema does not have, in the envelope and in its data, is acknowledged: receivers ignore members they do not know (a later version adds some).",
@@ -488,12 +530,14 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "rejects-prefixed-signature",
     section: "§5.3, D2",
-    title: "The right signature behind a prefix is refused: sha256= and v1= (the header is the bare hex).",
-    scenario: "delivers a valid event with sha256= before its signature, then with v1=, each after the same event correctly signed",
+    title: "The right signature behind a prefix or in quotes is refused: sha256=, v1=, t= and \"…\" (the header is the bare hex).",
+    scenario: "delivers a valid event with sha256= before its signature, then with v1=, with t=, and in double quotes, each after the same event correctly signed",
     async run(ctx) {
       const outcomes = {
         "sha256=": await forged(ctx, vector("sha256-prefixed")),
         "v1=": await forged(ctx, vector("compact-envelope"), (right) => `v1=${right}`),
+        "t=": await forged(ctx, vector("compact-envelope"), (right) => `t=${right}`),
+        quoted: await forged(ctx, vector("compact-envelope"), (right) => `"${right}"`),
       };
       expectRefused(outcomes, `${acknowledgedForgery(vector("sha256-prefixed"))}; is a prefix taken off before comparing? The header is the bare lowercase hex (D2)`);
     },

@@ -148,9 +148,10 @@ interface BasicsRun {
   unsubscribed: Delivery[];
   /** What reached the main business's webhooks for the other business's event. */
   foreignBusiness: Delivery[];
-  /** lead.created deliveries after the first two service requests (at the main webhook, and at the second), and those requests' leads. */
+  /** lead.created deliveries after the first two service requests (at the main webhook, at the second, and at the other business's), and those requests' leads. */
   leadCreated: Delivery[];
   leadCreatedAtSecond: Delivery[];
+  leadCreatedOfOther: Delivery[];
   requestLeads: LeadRef[];
   /** The implementation's clock read right before and right after those requests: their leads were created between. */
   requested: [ClockSample, ClockSample];
@@ -191,6 +192,8 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     const main = await ctx.register("basics-main", ["booking.confirmed", "lead.created", "lead.expired"], businessId, ctx.newSecret(registrationSchema().properties.secret.maxLength));
     const sameBusiness = await ctx.register("basics-second-secret", ["booking.confirmed", "lead.created"], businessId, ` ${ctx.newSecret()}e\u0301 `);
     const otherBusiness = await ctx.register("basics-other-business", ["booking.confirmed", "review.created"], otherBusinessId);
+    // The other business's leads, where a request matches it too: their town is the zip code's, not the business's own (D20).
+    const otherLeads = await ctx.register("basics-other-business-leads", ["lead.created"], otherBusinessId);
 
     const [main0, same0] = [ctx.count(main.endpoint), ctx.count(sameBusiness.endpoint)];
     const bookingTriggers: BasicsRun["bookingTriggers"] = [];
@@ -215,7 +218,7 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     const foreignBusiness = since.filter((d) => envelopeOf(d).data.businessID === otherBusinessId);
 
     // Two requests one after the other: the first's lead is responded to later, the second's is left new.
-    const [main2, same2] = [ctx.count(main.endpoint), ctx.count(sameBusiness.endpoint)];
+    const [main2, same2, other2] = [ctx.count(main.endpoint), ctx.count(sameBusiness.endpoint), ctx.count(otherLeads.endpoint)];
     const beforeRequest = await clockSample(ctx);
     const respondedLeads = await createRequest(ctx);
     const untouchedLeads = await createRequest(ctx);
@@ -224,6 +227,8 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
     const mine = requestLeads.filter((l) => l.businessID === businessId).length;
     const leadCreated = ofEvent(await ctx.arrivals(main.endpoint, main2, mine, "lead.created"), "lead.created");
     const leadCreatedAtSecond = ofEvent(await ctx.arrivals(sameBusiness.endpoint, same2, mine, "lead.created at the second webhook"), "lead.created");
+    const others = requestLeads.filter((l) => l.businessID === otherBusinessId).length;
+    const leadCreatedOfOther = ofEvent(await ctx.arrivals(otherLeads.endpoint, other2, others, "lead.created of the other business"), "lead.created");
     const leadOf = (leads: LeadRef[]) => leads.find((l) => l.businessID === businessId)?.leadID;
 
     // Three more requests at the same time, whose leads the customer hires, the pro declines and the
@@ -281,6 +286,7 @@ function basics(ctx: ServerContext): Promise<BasicsRun> {
       foreignBusiness,
       leadCreated,
       leadCreatedAtSecond,
+      leadCreatedOfOther,
       requestLeads,
       requested: [beforeRequest, afterRequest],
       expiringLeads: [
@@ -379,8 +385,13 @@ function failingUntilDisabled(ctx: ServerContext): Promise<DisableRun> {
     // Characters that encoders escape differently (HTML-safe <, > and &, a slash, non-ASCII): the
     // signature is of the bytes sent, whatever a re-serialization would write (D2).
     // Spaces at its ends too: the event carries the data as triggered, nothing escaped, trimmed or re-encoded.
-    // A decomposed é beside a composed one: nothing normalized either way.
-    const data = { ...eventExample("message.received").data, text: "  Tuesday <9am> & after? R&D / café, cafe\u0301 — 5 > 4 " };
+    // A decomposed é beside a composed one: nothing normalized either way. A member the schema does not
+    // define: events are open (D16), and the trigger's data is delivered as sent (D24).
+    const data = {
+      ...eventExample("message.received").data,
+      text: "  Tuesday <9am> & after? R&D / café, cafe\u0301 — 5 > 4 ",
+      conformanceNote: { kept: ["as sent", 1.5, true, null] },
+    };
     await ctx.control.trigger("message.received", ctx.options.businessId, data);
     // The first alone: its retry, a first wait later (milliseconds under a scaled clock), may be there too.
     const firstAttempts = (await ctx.arrivals(webhook.endpoint, 0, 1, "the first attempt")).slice(0, 1);
@@ -1660,10 +1671,11 @@ export const serverChecks: ServerCheck[] = [
     id: "service-request-emits-lead-created",
     section: "§6, §2.4",
     title:
-      "Creating a matching service request delivers lead.created for the matched business, with the request's lead, its category's name, its zip code with that zip code's city and state (the spec's example's: New York, NY for 10001, the city in any letter case) and its customer's name and phone as sent, the name neither trimmed nor normalized (§2.4: the request's data; D17, D20).",
-    scenario: "two service requests for the business's category and zip code; the category's name as the business search gives it",
+      "Creating a matching service request delivers lead.created for each matched business, with the request's lead, its category's name, its zip code with that zip code's city and state, not the business's own (the spec's example's: New York, NY for 10001, the city in any letter case) and its customer's name and phone as sent, the name neither trimmed nor normalized (§2.4: the request's data; D17, D20).",
+    scenario:
+      "two service requests for the business's category and zip code, with webhooks for lead.created of --business-id and of --other-business-id (which the spec's example matches too, from another town); the category's name as the business search gives it",
     async run(ctx) {
-      const { leadCreated, requestLeads } = await basics(ctx);
+      const { leadCreated, leadCreatedOfOther, requestLeads } = await basics(ctx);
       const { categoryId, zip } = ctx.options;
       // The category's name (§2.4 carries the name, not the id), as the business search lists it.
       const { data: found, error, response } = await ctx.api.GET("/api/v2/businesses/search", { params: { query: { category_id: categoryId, zip } } });
@@ -1678,11 +1690,12 @@ export const serverChecks: ServerCheck[] = [
       const { city, state, zip: exampleZip } = eventExample("lead.created").data.request.location;
       const town = zip === exampleZip ? { city, state } : {};
       // In any order (D5).
+      const ours = [ctx.options.businessId, ctx.options.otherBusinessId];
       const expected = requestLeads
-        .filter((l) => l.businessID === ctx.options.businessId)
+        .filter((l) => ours.includes(l.businessID))
         .map((l) => ({ leadID: l.leadID, businessID: l.businessID, request: { category, location: { zip, ...town } }, customer: { name: customer.name, phone: customer.phone } }));
       expectThat(expected.length > 0, "the service requests matched no lead for the business", ">= 1 lead", requestLeads);
-      const actual = leadCreated.map((d) => {
+      const actual = [...leadCreated, ...leadCreatedOfOther].map((d) => {
         const data = envelopeOf(d).data as {
           leadID: string;
           businessID: string;
@@ -1936,7 +1949,7 @@ export const serverChecks: ServerCheck[] = [
       expectEqual(
         deliveredAfterFailing,
         [SHARED_URL_FAILURES, SHARED_URL_FAILURES],
-        `events whose first attempts failed were not delivered by their retries: a count kept per URL (${2 * SHARED_URL_FAILURES} failures there) disabled a webhook that failed ${SHARED_URL_FAILURES} times (D7: the count is the webhook's)`,
+        `events whose first attempts failed were not delivered by their retries within 1.2 times the first wait (${ctx.rules.retryWaitsSeconds[0]} s): either a count kept per URL (${2 * SHARED_URL_FAILURES} failures there) disabled a webhook that failed ${SHARED_URL_FAILURES} times (D7: the count is the webhook's), or the retries came late (retry-waits-follow-schedule judges when retries come)`,
       );
     },
   }),
@@ -2074,7 +2087,7 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "disable-email-goes-to-partner-contact",
     section: "§3, D15, D26",
-    title: "The disable e-mail goes to the partner's contact address (--partner-email), the only address it shows (To, Cc, no Bcc header); a copy to the platform's own mailbox may go by Bcc, unseen.",
+    title: "The disable e-mail goes to the partner's contact address (--partner-email), the only address it shows (To, Cc), with no Bcc header, not even an empty one; a copy to the platform's own mailbox may go by Bcc, unseen.",
     scenario: DISABLE_SCENARIO,
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
@@ -2082,14 +2095,20 @@ export const serverChecks: ServerCheck[] = [
       const mails = run.mine.length ? run.mine : run.mails;
       const contact = mailbox(ctx.options.partnerEmail);
       // A Bcc copy sent in a transaction of its own is part of its notice (D26).
-      const seen = notices(mails).map((copies) => ({ sentToContact: noticeAddressedTo(copies, contact), shows: noticeShows(copies) }));
-      expectEqual(seen, seen.map(() => ({ sentToContact: true, shows: [contact] })), `the e-mail did not go to the partner's contact, or shows another address (its copies went to ${recipients(mails)})`);
+      // No Bcc header at all, not even an empty one (D26): whom it names or hides is none of the partner's business.
+      const seen = notices(mails).map((copies) => ({ sentToContact: noticeAddressedTo(copies, contact), shows: noticeShows(copies), bccHeader: copies.some((m) => "bcc" in m.headers) }));
+      expectEqual(
+        seen,
+        seen.map(() => ({ sentToContact: true, shows: [contact], bccHeader: false })),
+        `the e-mail did not go to the partner's contact, shows another address, or has a Bcc header (its copies went to ${recipients(mails)})`,
+      );
     },
   }),
   defineCheck({
     id: "disable-email-names-webhook-and-reason",
     section: "§3, D26",
-    title: "The disable e-mail names the webhook (subject, header, text: id, URL, business) and why it was disabled.",
+    title:
+      "The disable e-mail names the webhook (subject, header, text: id, URL, business), why it was disabled, that its pending deliveries were cancelled, and what to do: register a new webhook.",
     scenario: DISABLE_SCENARIO,
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
@@ -2102,12 +2121,16 @@ export const serverChecks: ServerCheck[] = [
         [header]: m.headers[header],
         textNames: { webhookID: m.text.includes(webhookID), url: m.text.includes(url), businessID: m.text.includes(businessID) },
         textGivesReason: m.text.toLowerCase().includes(reason),
+        textSaysCancelled: /\bcancell?ed\b/i.test(m.text),
+        textSaysWhatToDo: /\bregist/i.test(m.text) || m.text.includes("POST /api/v2/webhooks"),
       });
       const expected = {
         subjectNamesWebhook: true,
         [header]: webhookID,
         textNames: { webhookID: true, url: true, businessID: true },
         textGivesReason: true,
+        textSaysCancelled: true,
+        textSaysWhatToDo: true,
       };
       expectEqual(look(run.mine[0] ?? run.mails[0]!), expected, "the e-mail does not say which webhook was disabled and why");
     },
@@ -2334,8 +2357,9 @@ export const serverChecks: ServerCheck[] = [
   defineCheck({
     id: "triggered-event-carries-its-data",
     section: "D24",
-    title: "An event triggered through the Control API with data carries that data as sent (its businessID the trigger's): nothing escaped, trimmed or re-encoded.",
-    scenario: `${DISABLE_SCENARIO}: its message.received, triggered with a text of <, >, &, /, "é", "—" and spaces at its ends`,
+    title:
+      "An event triggered through the Control API with data carries that data as sent (its businessID the trigger's): nothing escaped, trimmed or re-encoded, and a member the event's schema does not define kept (events are open, D16).",
+    scenario: `${DISABLE_SCENARIO}: its message.received, triggered with a text of <, >, &, /, "é", "—" and spaces at its ends, and a member conformanceNote that no schema defines`,
     async run(ctx) {
       const run = await failingUntilDisabled(ctx);
       const first = run.firstAttempts[0];
