@@ -767,9 +767,6 @@ export const brokenServers: BrokenServer[] = [
     id: "lead-created-names-category-id",
     parts: envelopeBody((e) => (e.event === "lead.created" ? { ...e, data: { ...e.data, request: { ...(e.data.request as object), category: "1000123" } } } : e)),
   },
-  // lead.created with another zip code than the request's (the business's, say).
-  { id: "lead-created-with-another-zip", parts: leadLocation((l) => ({ ...l, zip: "07102" })) },
-  // lead.created with the request's zip code in another town: the city and state of a business's own address (D20: the zip's).
   // A triggered event's data cut down to the members its schema defines (a typed model's serializer).
   {
     id: "drops-data-members-it-does-not-define",
@@ -778,6 +775,9 @@ export const brokenServers: BrokenServer[] = [
       return { ...e, data: Object.fromEntries(Object.entries(e.data).filter(([name]) => name in schema.properties)) };
     }),
   },
+  // lead.created with another zip code than the request's (the business's, say).
+  { id: "lead-created-with-another-zip", parts: leadLocation((l) => ({ ...l, zip: "07102" })) },
+  // lead.created with the request's zip code in another town: the city and state of a business's own address (D20: the zip's).
   { id: "lead-created-with-another-city", parts: leadLocation((l) => ({ ...l, city: "Hoboken", state: "NJ" })) },
   // lead.created in the town of its business's own address (the reference's catalogue), the zip code's
   // for the suite's business (4711 is in New York), another for 4712 (Hoboken; D20: the zip code's).
