@@ -9,7 +9,7 @@ import https from "node:https";
 import MailComposer from "nodemailer/lib/mail-composer/index.js";
 import { rootCertificates } from "node:tls";
 import { Agent, interceptors } from "undici";
-import { newEventId, signPayload, type DeliveryRules } from "@partner-platform/sdk";
+import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import { seed, type RegistrationOverride } from "../../src/server/app.js";
 import type { Db } from "../../src/server/store.js";
 import { defaultParts, type DeliveryParts, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
@@ -17,7 +17,8 @@ import { composeDisableMail } from "../../src/server/delivery/mail.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
 import type { ClockSetting } from "../server/clock.js";
-import { sharedEventExample, validatorFor } from "../../src/spec.js";
+import { sharedEventExample } from "../../src/spec.js";
+import { dataSchemaOf } from "../receiver/index.js";
 import { faultyRecorder } from "./recorder.js";
 import { loadConfig } from "../../src/server/index.js";
 
@@ -771,8 +772,8 @@ export const brokenServers: BrokenServer[] = [
   {
     id: "drops-data-members-it-does-not-define",
     parts: envelopeBody((e) => {
-      const schema = validatorFor(`${e.event.split(".").map((w) => w[0]!.toUpperCase() + w.slice(1)).join("")}Data`).schema as { properties: object };
-      return { ...e, data: Object.fromEntries(Object.entries(e.data).filter(([name]) => name in schema.properties)) };
+      const { properties } = dataSchemaOf(e.event as EventName);
+      return { ...e, data: Object.fromEntries(Object.entries(e.data).filter(([name]) => name in properties)) };
     }),
   },
   // lead.created with another zip code than the request's (the business's, say).

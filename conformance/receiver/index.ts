@@ -237,7 +237,7 @@ function sendSigned(ctx: ReceiverContext, value: unknown, how?: { headerName?: s
 }
 
 /** The members of an event's `data`, as its JSON Schema has them. */
-function dataSchemaOf(event: EventName): { properties: Record<string, { maxLength?: number }>; required: string[] } {
+export function dataSchemaOf(event: EventName): { properties: Record<string, { maxLength?: number }>; required: string[] } {
   const registry = schemaRegistry();
   const envelope = registry.getSchema(`${eventSchemaName(event)}.json`)!.schema as { properties: { data: { $ref: string } } };
   const data = registry.getSchema(envelope.properties.data.$ref)!.schema as { properties: Record<string, { maxLength?: number }>; required?: string[] };

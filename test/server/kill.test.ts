@@ -134,11 +134,11 @@ describe.each(storageBackends())("kill -9 during a burst, $name storage", ({ pos
       const byVictim = (d: Delivery) =>
         d.arrivedAt <= killedAt ||
         (victimPorts ? d.connectedAt <= killedAt && victimPorts.has(d.remotePort) : (d.connectionClosedAt ?? Infinity) <= restartedAt);
-      const beforeKill = new Set(receiver.at(endpoint).filter(byVictim).map((d) => envelope(d.body).id));
+      const madeByVictim = new Set(receiver.at(endpoint).filter(byVictim).map((d) => envelope(d.body).id));
       const ids = receiver.at(endpoint).map((d) => envelope(d.body).id);
       // Made twice: only attempts that had reached the receiver before the kill (cut off, made again).
       const twice = ids.filter((id, i) => ids.indexOf(id) !== i);
-      expect(twice.filter((id) => !beforeKill.has(id))).toEqual([]);
+      expect(twice.filter((id) => !madeByVictim.has(id))).toEqual([]);
       // One server: it had attempts in flight (answers take 100 ms), and they were made again. On
       // PostgreSQL the neighbour may have been making all of them at the moment of the kill.
       if (!pg) expect(twice.length).toBeGreaterThan(0);
