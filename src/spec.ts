@@ -18,6 +18,7 @@ export interface ConformanceRules {
     tolerance: { earlyRealMs: number; lateFractionOfWait: number; lateRealMs: number };
   };
   dueNowRealSeconds: number;
+  refusedMailRetryRealSeconds: number;
 }
 
 let conformanceRules: ConformanceRules | undefined;

@@ -33,6 +33,8 @@ export const brokenApis = [
   { id: "location-without-id", description: "A 201's Location names the collection (/api/v2/webhooks), not the created resource." },
   { id: "location-on-another-origin", description: "A 201's Location is absolute, on another origin (https://api.partner-platform.example), not the API's own (D35: the created resource's URI)." },
   { id: "location-with-a-query", description: "A 201's Location adds a query (?created=1) to the created resource's URI: another URI (D35)." },
+  { id: "takes-credentials-from-the-query", description: "The token endpoint reads client_id and client_secret from the URL's query where the form has none (RFC 6749 §2.3.1: never in a request URI)." },
+  { id: "grant-type-ignores-case", description: "The token endpoint takes grant_type in any letter case: Client_Credentials gets a token (RFC 6749 §4.4.2: client_credentials)." },
   { id: "trims-secrets", description: "The token endpoint trims the client secret of the form before comparing it (D11: compared exactly)." },
   { id: "compares-ids-as-numbers", description: "Reads ids as numbers: a category or business id with a 0 before it finds the one without (ids are strings, D17)." },
   { id: "accepts-http-webhook-urls", description: "Registers a webhook whose url is http:// as if it were https:// (D16: https only)." },
@@ -88,6 +90,8 @@ export const brokenApis = [
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
   { id: "500-on-deep-nesting", description: "A JSON body nested 1,000 arrays deep or more gets a 500: the parser recurses and overflows its stack (D13: client input never causes a 5xx)." },
   { id: "counts-lengths-in-utf16-units", description: "Counts a string's length in UTF-16 units (Java's String.length): a secret of 8 emoji is 16 long (D16: code points)." },
+  { id: "trims-query-values", description: "Trims the spaces around each query parameter of a search before reading it: a zip code with a space before it is taken (D13: an invalid query parameter is 400)." },
+  { id: "reads-zip-plus-four", description: "Reads a ZIP+4 (10001-1234) as its five-digit zip code, in a search's query and a service request's body (D14: five-digit US zip codes)." },
   { id: "digits-in-any-script", description: "Matches [0-9] with any Unicode digit (Java's and .NET's Unicode classes): a zip code in Arabic-Indic digits is taken (D16: ECMA-262 patterns, [0-9] is ASCII)." },
   { id: "member-names-ignore-case", description: "Binds JSON member names without regard to letter case: ZIPCODE beside zipCode is taken for it, not refused as a member the closed body does not have (D16)." },
   { id: "limit-16-kib", description: "Request bodies over 16 KiB get 413, where the contract allows 64 KiB." },
@@ -265,6 +269,7 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
   "counts-lengths-in-utf16-units": (text) =>
     text.replace(/("secret"\s*:\s*")((?:\u{1F600}){1,15})"/u, (whole, start: string, short: string) => ([...short].length * 2 >= 16 ? `${start}${short}${"x".repeat(16 - [...short].length)}"` : whole)),
   "digits-in-any-script": (text) => text.replace(/[\u0660-\u0669]/g, (d) => String(d.codePointAt(0)! - 0x660)),
+  "reads-zip-plus-four": (text) => text.replace(/("zipCode"\s*:\s*")(\d{5})-\d{4}"/, '$1$2"'),
   "member-names-ignore-case": (text) => {
     // A member whose name is another's in other letters is bound to that one (other bodies go on as sent).
     let rebound = false;
@@ -587,6 +592,17 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (id.startsWith("limits-token-requests-") || answer.status === 401) window.count++;
       return reply(res, answer);
     }
+    if (id === "takes-credentials-from-the-query" && isToken && req.url!.includes("?")) {
+      // The query's parameters added to the form where it lacks them, forwarded as one form with no query.
+      const form = new URLSearchParams(body.toString("utf8"));
+      for (const [name, value] of new URL(req.url!, "http://front").searchParams) if (!form.has(name)) form.set(name, value);
+      req.url = path;
+      return reply(res, await forward(req, Buffer.from(form.toString())));
+    }
+    if (id === "grant-type-ignores-case" && isToken) {
+      const answer = await withFormParam(req, body, "grant_type", (sent) => (sent !== sent.toLowerCase() ? sent.toLowerCase() : undefined));
+      if (answer) return reply(res, answer);
+    }
     if (id === "trims-secrets" && isToken) {
       const answer = await withFormParam(req, body, "client_secret", (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
       if (answer) return reply(res, answer);
@@ -822,6 +838,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const zeros = /("\w+ID"\s*:\s*")0+(?=\d)/g;
       // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
       return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
+    }
+    if (id === "reads-zip-plus-four") req.url = (req.url ?? "").replace(/(zip=\d{5})-\d{4}(?=&|$)/, "$1");
+    if (id === "trims-query-values" && path === search.path) {
+      const query = new URL(req.url ?? "", "http://front").searchParams;
+      for (const [name, value] of [...query]) query.set(name, value.trim());
+      req.url = `${path}?${query}`;
     }
     if (id === "zip-matches-before-a-line-feed") req.url = (req.url ?? "").replace(/(zip=\d{5})%0A/gi, "$1");
     // Arabic-Indic digits (UTF-8 D9 A0 to D9 A9) in the query read as ASCII ones.

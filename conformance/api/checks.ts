@@ -463,9 +463,17 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         expectAnswer(ctx, op, response, [successExample(op).status], "an unknown parameter");
       },
     }),
-    refusal("token-rejects-unsupported-grant-type", `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type.`, "requests a token with grant_type=password", "grant_type=password", "unsupported_grant_type", (ctx) =>
-      form(ctx, { grant_type: "password" }),
-    ),
+    defineCheck<ApiContext>({
+      id: "token-rejects-unsupported-grant-type",
+      section: `${op.section}, D11`,
+      title: `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type, client_credentials in other letters too (RFC 6749 §4.4.2: the value MUST be client_credentials).`,
+      scenario: "requests a token with grant_type=password, then with grant_type=Client_Credentials",
+      async run(ctx) {
+        for (const grantType of ["password", "Client_Credentials"]) {
+          expectOAuthError(ctx, op, await ctx.requestToken(form(ctx, { grant_type: grantType })), "unsupported_grant_type", `grant_type=${grantType}`);
+        }
+      },
+    }),
     defineCheck<ApiContext>({
       id: "token-rejects-secret-in-other-case",
       section: `${op.section}, D11`,
@@ -580,6 +588,17 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         const query = { grant_type: "client_credentials", client_id: ctx.options.clientId, client_secret: ctx.options.clientSecret, scope: contract.scopes.join(" ") };
         const response = await ctx.call({ ...op, method: "GET" }, { query });
         expectThat(response.status >= 400 && response.status < 500, "a GET on the token endpoint was not refused", "a 4xx (405, 404 or 400), no token", seen(response));
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-rejects-credentials-in-the-query",
+      section: `${op.section}, D11, D31`,
+      title: "A POST token request whose client credentials are in the URL's query, the form holding grant_type alone, gets no token but a 4xx: credentials are never taken from a request URI (RFC 6749 §2.3.1).",
+      scenario: "POST on the token endpoint with client_id, client_secret of --client-id and scope in the query and grant_type=client_credentials in the form",
+      async run(ctx) {
+        const query = { client_id: ctx.options.clientId, client_secret: ctx.options.clientSecret, scope: contract.scopes.join(" ") };
+        const response = await ctx.requestToken({ grant_type: "client_credentials" }, {}, { query });
+        expectThat(response.status >= 400 && response.status < 500, "a token was issued for credentials in the URL's query: a URL is logged and cached, a secret never belongs in one (RFC 6749 §2.3.1)", "a 4xx (400 invalid_request or 401 invalid_client), no token", seen(response));
       },
     }),
     defineCheck<ApiContext>({

@@ -51,7 +51,7 @@ export interface ApiContext {
   /** Sends one request to an operation and reads the whole answer. */
   call(op: Operation, input: CallInput): Promise<ResponseSeen>;
   /** Posts a form to the token endpoint, as given (a parameter may repeat), with extra headers. */
-  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>, how?: Pick<CallInput, "waitOnRateLimit" | "dispatcher">): Promise<ResponseSeen>;
+  requestToken(form: Record<string, string> | [string, string][], headers?: Record<string, string>, how?: Pick<CallInput, "waitOnRateLimit" | "dispatcher" | "query">): Promise<ResponseSeen>;
   /** A token with exactly these scopes, obtained once per set. */
   token(scopes: readonly string[]): Promise<string>;
   /** Drops the tokens `token` obtained (a check that revoked them), so that later checks get new ones. */

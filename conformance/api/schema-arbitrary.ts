@@ -351,10 +351,11 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         // Its digits in another script too (Arabic-Indic: `[0-9]` and `\d` are ASCII in ECMA-262, not in Java's or .NET's Unicode classes).
         const otherDigits = v.replace(/[0-9]/g, (d) => String.fromCodePoint(0x660 + Number(d)));
         // Just past a bounded repetition (its last character once more each time, up to 24: a 20-digit id,
-        // a 16-digit phone number), a space in the middle, and its first non-zero digit a 0 (`+0…`).
+        // a 16-digit phone number), a space in the middle, and its first non-zero digit a 0 (`+0…`). A space
+        // before it (a parser that trims) and a suffix after a hyphen (a ZIP+4, read by a parser of its prefix).
         const overBound = Array.from({ length: 24 }, (_, i) => v + v.slice(-1).repeat(i + 1)).find((c) => !pattern.test(c));
         const middle = Math.floor(v.length / 2);
-        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`];
+        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`, ` ${v}`, `${v}-1234`];
         const breaking = new Set([...candidates, v.toUpperCase(), v.toLowerCase(), otherDigits].filter((c) => !pattern.test(c)));
         for (const c of breaking) emit(tokens, "pattern", c);
       }

@@ -181,6 +181,20 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   "compares-first-half": (secret) =>
     receiver(secret, (body, signature) => (signature?.length === 64 && signature.slice(0, 32) === hmac(body, secret).slice(0, 32) ? 204 : 401)),
   "rejects-duplicates": (secret) => answersSeenIds(secret, 409),
+  // Handles an authentic lead.updated for a while (a slow write of the lead) and answers 409 to a delivery of an id it is still handling.
+  "refuses-duplicates-in-progress": (secret) => {
+    const handling = new Set<string>();
+    return receiver(secret, async (body, _signature, correct) => {
+      const verdict = correct();
+      const { id = "", event } = envelopeOf(body);
+      if (verdict >= 300 || event !== "lead.updated") return verdict;
+      if (handling.has(id)) return 409;
+      handling.add(id);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      handling.delete(id);
+      return verdict;
+    });
+  },
   // A replay window: refuses events stamped more than 5 minutes ago, retries included.
   "refuses-old-events": (secret) =>
     receiver(secret, (body, _signature, correct) => {

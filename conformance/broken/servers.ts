@@ -9,7 +9,7 @@ import https from "node:https";
 import MailComposer from "nodemailer/lib/mail-composer/index.js";
 import { rootCertificates } from "node:tls";
 import { Agent, interceptors } from "undici";
-import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
+import { eventNames, newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import { seed, type RegistrationOverride } from "../../src/server/app.js";
 import type { Db } from "../../src/server/store.js";
 import { defaultParts, type DeliveryParts, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
@@ -66,7 +66,7 @@ const leadLocation = (change: (location: { city: string; state: string; zip: str
  * An attempt made with node:https instead of undici: with Expect: 100-continue, taking an interim (1xx)
  * answer for the final one, or with the whole URL as its request-target (as to a proxy).
  */
-function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; interimIsFinal?: boolean; absoluteForm?: boolean }): DeliveryParts["send"] {
+function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; interimIsFinal?: boolean; absoluteForm?: boolean; statusIsEnough?: boolean; chunked?: boolean }): DeliveryParts["send"] {
   return (url, body, signature, signal) =>
     new Promise<SendResult>((resolve, reject) => {
       const request = https.request(url, {
@@ -76,13 +76,15 @@ function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; i
         headers: {
           "content-type": ctx.rules.contentType,
           [ctx.rules.signatureHeader.toLowerCase()]: signature,
-          "content-length": String(body.length),
+          ...(how.chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(body.length) }),
           ...(how.expectContinue ? { expect: "100-continue" } : {}),
         },
       });
       signal.onabort = () => request.destroy(signal.reason);
       if (how.expectContinue) request.on("continue", () => request.end(body));
       else request.end(body);
+      // The outcome read off the status line, as a client that hands back the head before the body gives it; the body is never waited for.
+      if (how.statusIsEnough) request.on("response", (response) => (resolve({ status: response.statusCode ?? 0, timedOut: false }), response.destroy()));
       // Below 300, so a success to the check it feeds; the connection, with the real answer unread, is dropped.
       if (how.interimIsFinal) request.on("information", () => (resolve({ status: 200, timedOut: false }), request.destroy()));
       request.on("response", (response) => response.resume().on("end", () => resolve({ status: response.statusCode ?? 0, timedOut: false })));
@@ -452,6 +454,10 @@ export const brokenServers: BrokenServer[] = [
   // Reads an interim answer (103 Early Hints) as the final one, and any status below 300 as a success (as
   // Python's http.client returns a 103, to a check written `status < 300`): the failure after it is lost.
   { id: "takes-an-interim-answer-for-a-success", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { interimIsFinal: true }) }) },
+  // A 2xx taken for a success on its status line, its body never waited for (D6: a complete answer).
+  { id: "takes-a-status-line-for-an-answer", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { statusIsEnough: true }) }) },
+  // The body sent in chunks, with no Content-Length (D1).
+  { id: "sends-chunked-bodies", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { chunked: true }) }) },
   // `POST https://host:port/path HTTP/1.1`: the form a client sends to a proxy, not to the origin server.
   { id: "sends-absolute-form-request-targets", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { absoluteForm: true }) }) },
 
@@ -477,6 +483,8 @@ export const brokenServers: BrokenServer[] = [
       };
     },
   },
+  // §6.3's "after 5 failed attempts" read as five attempts in all: four retries, the 24 h one never made (D7: five retries).
+  { id: "retries-four-times", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.slice(0, 4) }) },
   { id: "retries-one-step-early", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.map((w) => w - 1) }) },
   { id: "waits-20-percent-short", rules: (r) => ({ ...r, retryWaitsSeconds: r.retryWaitsSeconds.map((w) => w * 0.8) }) },
   // Every retry's wait counted from when the failed attempt began (before it connected and was answered).
@@ -736,6 +744,18 @@ export const brokenServers: BrokenServer[] = [
     parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/\nIts pending deliveries[^]*$/, "\n") }) }),
   },
 
+  // Fire and forget: a notice the SMTP server refused is taken as sent, never tried again (D26).
+  { id: "drops-refused-emails", parts: (base) => ({ sendMail: (mail) => base.sendMail(mail).catch(() => undefined) }) },
+  // The subject names the webhook's id with a digit after it: another webhook's id.
+  { id: "subject-names-another-webhook", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, subject: mail.subject.replace(/webhook (\S+)/, "webhook $19") }) }) },
+  // The reason with a fixed status for the last failure, whatever it was (D26: "with the last failure").
+  { id: "email-with-fixed-last-failure", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/(The last one failed with: )[^\n]*/, "$1HTTP 503.") }) }) },
+  // The reason without the last failure (D26: "with the last failure").
+  {
+    id: "email-without-last-failure",
+    parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/ The last one failed with: [^\n]*/, "") }) }),
+  },
+
   // -- Leads -------------------------------------------------------------------------------------
   { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
   // An expired lead is taken up again by every later expiry pass: lead.expired again and again.
@@ -797,6 +817,14 @@ export const brokenServers: BrokenServer[] = [
         void (await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status <> 'expired'", [lead.status, lead.id, lead.businessId])),
     }),
   },
+  // Only a hired lead kept as it is: a declined, cancelled or expired one moved back to responded (then expires, again).
+  {
+    id: "reopens-leads-but-hired",
+    parts: () => ({
+      updateLead: async (tx, lead) =>
+        void (await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status <> 'hired'", [lead.status, lead.id, lead.businessId])),
+    }),
+  },
   // A lead.updated moves the lead it names whatever business the event is of.
   {
     id: "moves-another-business-lead",
@@ -829,6 +857,27 @@ export const brokenServers: BrokenServer[] = [
       errors: (body) => {
         const b = body as { url?: unknown };
         return base.errors(typeof b?.url === "string" ? { ...b, url: b.url.replace(/^http:/, "https:") } : body);
+      },
+    }),
+  },
+  // The URL checked with the spaces around it trimmed (and stored as sent).
+  {
+    id: "trims-webhook-urls-before-checking",
+    registration: (base) => ({
+      errors: (body) => {
+        const b = body as { url?: unknown };
+        return base.errors(typeof b?.url === "string" ? { ...b, url: b.url.trim() } : body);
+      },
+      refuseUrl: (url) => base.refuseUrl(url.trim()),
+    }),
+  },
+  // "*" taken for every event name.
+  {
+    id: "accepts-event-wildcard",
+    registration: (base) => ({
+      errors: (body) => {
+        const b = body as { events?: unknown };
+        return base.errors(Array.isArray(b?.events) && b.events.includes("*") ? { ...b, events: [...eventNames] } : body);
       },
     }),
   },

@@ -16,6 +16,8 @@ export type Answer =
   | { kind: "status"; status: number; headers?: Record<string, string>; interim?: boolean }
   /** Never answer: the sender must give up at its attempt timeout. */
   | { kind: "hang" }
+  /** A status and the start of a body that never ends (its Content-Length is never reached): no complete answer either (D6). */
+  | { kind: "unfinished"; status: number }
   /** Destroy the connection without an answer. */
   | { kind: "close" };
 
@@ -26,6 +28,7 @@ export const answers = {
   // The connection closed after it: a client that took the 103 for the answer must not read this one as the next's.
   afterInterim: (status: number): Answer => ({ kind: "status", status, headers: { connection: "close" }, interim: true }),
   hang: { kind: "hang" } as Answer,
+  unfinished: (status: number): Answer => ({ kind: "unfinished", status }),
   close: { kind: "close" } as Answer,
 };
 
@@ -51,7 +54,7 @@ export interface Delivery {
   answeringAt?: number;
   /** `performance.now()` once the answer was handed to the OS (a status) or the connection destroyed (close). */
   answeredAt?: number;
-  /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang): it gave up. */
+  /** `performance.now()` when the sender closed the connection of an attempt left unanswered (hang) or unfinished: it gave up. */
   abandonedAt?: number;
   /** `performance.now()` when the connection it came on was made (its TLS handshake done). */
   connectedAt: number;
@@ -189,7 +192,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
         delivery.answeredAt = performance.now();
         changes.emit("change");
       };
-      if (answer.kind !== "hang") delivery.answeringAt = performance.now();
+      if (answer.kind !== "hang" && answer.kind !== "unfinished") delivery.answeringAt = performance.now();
       if (answer.kind === "status") {
         if (answer.interim) res.writeEarlyHints({ link: "</receipt.css>; rel=preload; as=style" });
         res.writeHead(answer.status, { "content-type": "text/plain", ...answer.headers }).end("ok", answered);
@@ -197,7 +200,9 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
         req.socket.destroy();
         answered();
       } else {
-        // "hang": leave the request open; the sender's timeout (or close()) ends it.
+        // "hang": leave the request open; the sender's timeout (or close()) ends it. "unfinished" the same,
+        // once it has written a status and 8 of the 64 bytes its Content-Length promises.
+        if (answer.kind === "unfinished") res.writeHead(answer.status, { "content-type": "text/plain", "content-length": "64" }).write("received");
         const abandoned = () => {
           delivery.abandonedAt ??= performance.now();
           changes.emit("change");

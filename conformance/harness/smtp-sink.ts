@@ -1,5 +1,5 @@
-// An SMTP server that accepts and keeps every message: where an implementation under test sends the
-// "webhook disabled" e-mail.
+// An SMTP server that accepts and keeps every message but those it was told to refuse once: where an
+// implementation under test sends the "webhook disabled" e-mail.
 import { EventEmitter } from "node:events";
 import { waitUntil } from "./wait.js";
 import type { AddressInfo } from "node:net";
@@ -17,6 +17,10 @@ export interface SmtpSink {
   /** `smtp://HOST:PORT`, for an implementation's SMTP_URL. */
   url: string;
   readonly messages: readonly CapturedMail[];
+  /** Messages refused with a 451 (`refuseOnce`), as received; not in `messages`. */
+  readonly refused: readonly CapturedMail[];
+  /** Refuses the next message `matches` picks with `451 4.3.0` (try again later), once. */
+  refuseOnce(matches: (mail: CapturedMail) => boolean | Promise<boolean>): void;
   /** Resolves when `predicate` holds, re-checked on every message; rejects after `timeoutMs`. */
   waitFor(predicate: (messages: readonly CapturedMail[]) => boolean, timeoutMs: number, what: string): Promise<void>;
   close(): Promise<void>;
@@ -25,6 +29,8 @@ export interface SmtpSink {
 /** Listens on `host` (default 127.0.0.1) and `port` (default: any free port). */
 export async function startSmtpSink(host = "127.0.0.1", port = 0): Promise<SmtpSink> {
   const messages: CapturedMail[] = [];
+  const refused: CapturedMail[] = [];
+  const refusals: ((mail: CapturedMail) => boolean | Promise<boolean>)[] = [];
   const arrivals = new EventEmitter();
   const server = new SMTPServer({
     authOptional: true,
@@ -33,14 +39,17 @@ export async function startSmtpSink(host = "127.0.0.1", port = 0): Promise<SmtpS
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", () => {
+      stream.on("end", async () => {
         const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : "";
-        messages.push({
-          from,
-          to: session.envelope.rcptTo.map((r) => r.address),
-          raw: Buffer.concat(chunks).toString("utf8"),
-          receivedAt: performance.now(),
-        });
+        const mail = { from, to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks).toString("utf8"), receivedAt: performance.now() };
+        for (const [i, matches] of refusals.entries()) {
+          if (!(await Promise.resolve(matches(mail)).catch(() => false))) continue;
+          refusals.splice(i, 1);
+          refused.push(mail);
+          arrivals.emit("message");
+          return callback(Object.assign(new Error("Requested action aborted: try again later"), { responseCode: 451 }));
+        }
+        messages.push(mail);
         arrivals.emit("message");
         callback();
       });
@@ -54,6 +63,8 @@ export async function startSmtpSink(host = "127.0.0.1", port = 0): Promise<SmtpS
   return {
     url: `smtp://${host.includes(":") ? `[${host}]` : host}:${bound}`,
     messages,
+    refused,
+    refuseOnce: (matches) => void refusals.push(matches),
     waitFor: (predicate, timeoutMs, what) => waitUntil(arrivals, "message", () => predicate(messages), timeoutMs, what),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

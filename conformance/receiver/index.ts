@@ -185,6 +185,12 @@ function refusal(id: string, vectorId: string, section: string, title: string, s
   });
 }
 
+/** Deliveries of one event, each of which must be acknowledged. */
+function expectEachAcknowledged(outcomes: Record<string, DeliveryOutcome>, message: string): void {
+  expectAnswers(outcomes);
+  expectThat(Object.values(outcomes).every(ok), message, Object.keys(outcomes).map(() => "2xx"), Object.values(outcomes).map(shown));
+}
+
 /** Forgeries that were acknowledged, each by name: none may be. */
 function expectRefused(outcomes: Record<string, DeliveryOutcome>, message: string): void {
   expectAnswers(outcomes);
@@ -689,12 +695,21 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       const attempts = loadDeliveryRules().retryWaitsSeconds.length + 1;
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (let n = 1; n <= attempts; n++) outcomes[`delivery ${n}`] = await ctx.send(body, header);
-      expectAnswers(outcomes);
-      expectThat(
-        Object.values(outcomes).every(ok),
-        "a repeat delivery was not acknowledged: a server may deliver one event once for each of its attempts (D4, D7); acknowledge every delivery of an id seen before",
-        Object.keys(outcomes).map(() => "2xx"),
-        Object.values(outcomes).map(shown),
+      expectEachAcknowledged(outcomes, "a repeat delivery was not acknowledged: a server may deliver one event once for each of its attempts (D4, D7); acknowledge every delivery of an id seen before");
+    },
+  }),
+  defineCheck({
+    id: "acknowledges-duplicates-at-once",
+    section: "§6, D4, D9",
+    title: "Deliveries of one event id that come at once, each on a connection of its own, are each acknowledged: two webhooks registered at one URL are sent each event at the same moment.",
+    scenario: "delivers the same signed lead.updated (same bytes, same id) three times at once, on three connections",
+    async run(ctx) {
+      const body = Buffer.from(JSON.stringify(buildEnvelope("lead.updated")));
+      const header = signPayload(body, ctx.options.secret);
+      const sent = await Promise.all([1, 2, 3].map(async (n) => [`delivery ${n}`, await ctx.send(body, header)] as const));
+      expectEachAcknowledged(
+        Object.fromEntries(sent),
+        "a delivery of an id that came while another delivery of it was being handled was not acknowledged: answer 2xx to each (D4), at once or once the first is handled; two webhooks at one URL (D9) send the same event at the same moment",
       );
     },
   }),
@@ -797,6 +812,8 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
   // One line when the receiver cannot be reached or its certificate is not trusted, before any check.
   await preflightConnection(options.url, trust, timeoutMs);
   const latencies: number[] = [];
+  /** The statuses of the authentic deliveries, to tell a wrong --url from a receiver's verdicts. */
+  const authenticStatuses: (number | undefined)[] = [];
   const ctx: ReceiverContext = {
     options,
     timeoutMs,
@@ -815,7 +832,10 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
           ...(method ? { method } : {}),
           ...(contentType !== undefined ? { contentType } : {}),
         });
-        if (!forgery) latencies.push(outcome.latencyMs);
+        if (!forgery) {
+          latencies.push(outcome.latencyMs);
+          authenticStatuses.push(outcome.status);
+        }
         return outcome;
       } finally {
         if (!connection) await dispatcher.destroy();
@@ -823,6 +843,12 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     },
   };
   const report = await runChecks("receiver", options.url, receiverChecks, ctx, run);
+  // Every authentic delivery answered one 404, 405 or redirect: not the receiver's verdicts but a wrong
+  // path, and every refusal check passed for the wrong reason (a 404 is no 2xx). No report, one line.
+  const [first] = authenticStatuses;
+  if (first !== undefined && (first === 404 || first === 405 || (first >= 300 && first < 400)) && authenticStatuses.every((s) => s === first)) {
+    throw new SetupError(`every authentic delivery to ${options.url} was answered ${first}: is --url the path the receiver takes webhooks on (its scheme, host, port and path)?`);
+  }
   const caveats: string[] = [];
   if (options.tls?.insecure && new URL(options.url).protocol === "https:") {
     caveats.push("the receiver's certificate was not verified (--insecure); the service verifies it (D6), so with a certificate it does not trust every real delivery fails");

@@ -108,6 +108,14 @@ describe("receiver certification", () => {
     expect(failures(await certifyBroken(receiver, { secret }))).toEqual([]);
   });
 
+  // A receiver at another path than --url answers 404 to everything: a setup error, not 20 passed refusal checks.
+  it("stops with the wrong --url when every authentic delivery gets one 404, 405 or redirect", async () => {
+    for (const status of [404, 405, 308]) {
+      const handler: RequestListener = (_req, res) => void res.writeHead(status, status === 308 ? { location: "/webhooks" } : {}).end();
+      await expect(certifyHandler(handler, { secret })).rejects.toThrow(new RegExp(`every authentic delivery to .* was answered ${status}: is --url the path`));
+    }
+  });
+
   it("times a delivery of its own when the timeout check runs alone", async () => {
     const only = ["answers-within-attempt-timeout"];
     const slow = await certifyBroken(brokenReceivers["answers-after-timeout"]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs }, { only });
