@@ -3,6 +3,7 @@
 // (conformance/api/expected-failures.json). A front, not a switch inside src/server: the faults are
 // at the HTTP surface, so the reference server's code carries no API faults.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { isUtf8 } from "node:buffer";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { basicCredentials, seed } from "../../src/server/app.js";
@@ -88,6 +89,14 @@ export const brokenApis = [
   { id: "one-lead-id-for-all", description: "Every lead of every service request has the id 1 (D14: each lead its own id)." },
   { id: "created-at-in-local-time", description: "A created resource's createdAt is the server's local time (UTC-5) written with Z: five hours before it was created (D14)." },
   { id: "500-on-null-member", description: "A JSON body with a member that is null gets a 500: the code reads a member of it." },
+  { id: "500-on-empty-bearer", description: "Authorization: Bearer with no token after it gets a 500: the code reads a token that is not there (D13: no token is 401, client input never causes a 5xx)." },
+  { id: "trims-grant-type", description: "Trims the spaces around grant_type: \" client_credentials \" gets a token (RFC 6749 §4.4.2: the value MUST be client_credentials)." },
+  { id: "reads-x-json-types", description: "Reads a body sent as application/x-json or text/x-json as JSON (D13: another content type is 415)." },
+  { id: "reads-query-numbers-as-numbers", description: "Compares query values as numbers, as Perl's == does: zip=10001.0 and category_id=1000123e0 are taken (D14: digits alone, so 400)." },
+  { id: "basic-challenge-without-realm", description: "Answers a failed HTTP Basic authentication with WWW-Authenticate: Basic and no realm (RFC 7617 §2: realm is required; D31)." },
+  { id: "invalid-utf8-problem-without-errors", description: "Answers a body that is not UTF-8 with a 400 problem without errors[] (D29: errors: [{pointer: \"\"}])." },
+  { id: "500-on-array-parameters", description: "A query parameter named with [] after it (PHP's and Rails' array syntax) gets a 500: the code reads the array as a string (D13: client input never causes a 5xx)." },
+  { id: "reads-array-parameters", description: "Reads a query parameter named name[] as name: a search whose category_id comes only as category_id[] is answered as if it had come (another parameter's name, so the required one is missing: 400, D13)." },
   { id: "500-on-deep-nesting", description: "A JSON body nested 1,000 arrays deep or more gets a 500: the parser recurses and overflows its stack (D13: client input never causes a 5xx)." },
   { id: "counts-lengths-in-utf16-units", description: "Counts a string's length in UTF-16 units (Java's String.length): a secret of 8 emoji is 16 long (D16: code points)." },
   { id: "trims-query-values", description: "Trims the spaces around each query parameter of a search before reading it: a zip code with a space before it is taken (D13: an invalid query parameter is 400)." },
@@ -107,6 +116,7 @@ export const brokenApis = [
   { id: "search-ignores-unknown-category", description: "A search for a category that does not exist drops the category and answers the businesses of the zip code (D17: an empty list)." },
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
   { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
+  { id: "hints-the-secret-in-4-characters", description: "A registered webhook is answered with a secretEnding member: the last 4 characters of its secret, as consoles show a key's (D16: never returned, nor a part)." },
   { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
   { id: "unescaped-pointers", description: "Writes errors[].pointer by joining member names with / as they are: a member named secret~/v2 is /secret~/v2, not /secret~0~1v2 (RFC 6901 §3)." },
   { id: "quotes-the-secret-in-problems", description: "A refused registration's problem quotes the secret that was sent in its detail (D16: never returned)." },
@@ -136,7 +146,7 @@ export const brokenApis = [
   { id: "basic-failures-not-counted", description: "Failed HTTP Basic authentications of unknown client ids never count toward D30's budgets: guessing through Basic is never throttled." },
   { id: "real-clients-failures-not-counted", description: "Wrong secrets of a client that exists never count toward D30's budget (only unknown client ids' do): a real client's secret can be guessed without end." },
   { id: "success-resets-failure-count", description: "A client's successful token request resets its count of failed authentications (D30: successes count for neither budget): wrong secrets between the right ones are never throttled." },
-  { id: "right-secret-passes-the-throttle", description: "A throttled client that sends its right secret gets a token (D30: the right secret included), so guessing goes on at full speed and a right guess shows." },
+  { id: "right-secret-passes-the-throttle", description: "A throttled client, or a client at a throttled address, that sends its right secret gets a token (D30: the right secret included), so guessing goes on at full speed and a right guess shows." },
   { id: "throttles-address-after-295-failures", description: "The token endpoint throttles an address after 295 failed authentications a minute, a few before D30's budget of 300." },
 ] as const satisfies readonly BrokenApi[];
 
@@ -163,6 +173,11 @@ export const legalApis = [
     id: "limits-token-requests-in-bursts-of-5",
     description:
       "A rate limit of the deployment (D18): more than 5 token requests from one address without a second's pause, successful or not, get 429 with Retry-After: 1. The suite's token requests wait it out; D30's budget per address cannot be seen under it.",
+  },
+  {
+    id: "refuses-one-token-request-in-15",
+    description:
+      "A rate limit of the deployment (D18) that counts requests, not time: every 15th token request, whichever client or address it comes from, gets 429 with Retry-After: 1, and the next is taken. D30's budget per address cannot be seen under it.",
   },
   {
     id: "throttle-window-ends-mid-check",
@@ -408,6 +423,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
   const limitedOnce = new Set<string>();
+  /** refuses-one-token-request-in-15: the token requests so far. */
+  let tokenRequests = 0;
   /** throttle-skips-basic: each client's last token answer. */
   const lastTokenAnswer = new Map<string, Forwarded>();
   /** leads-for-every-category: leads the front made up, counted for their ids. */
@@ -431,6 +448,36 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     const isToken = req.method === token.method && path === token.path;
     const registering = req.method === register.method && path === register.path;
     const creating = req.method === create.method && path === create.path;
+    if (id === "refuses-one-token-request-in-15" && isToken && ++tokenRequests % 15 === 0) {
+      return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", "cache-control": "no-store" });
+    }
+    if (id === "500-on-empty-bearer" && !isToken && /^Bearer\s*$/i.test(req.headers.authorization ?? "")) return crash(res, "Cannot read properties of undefined (reading 'length').");
+    if (id === "trims-grant-type" && isToken) {
+      const answer = await withFormParam(req, body, "grant_type", (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
+      if (answer) return reply(res, answer);
+    }
+    if (id === "reads-x-json-types" && /^(application|text)\/x-json\b/i.test(String(req.headers["content-type"] ?? ""))) {
+      return reply(res, await forward(req, body, { "content-type": "application/json" }));
+    }
+    if (id === "reads-query-numbers-as-numbers" && !isToken && req.url!.includes("?")) {
+      // Perl's ==: 10001.0 and 10001e0 are 10001 (digits alone are left as they are, leading zeros too).
+      const query = new URL(req.url!, "http://front").searchParams;
+      for (const [name, value] of [...query]) if (/^\d+(\.\d+)?(e[+-]?\d+)?$/i.test(value) && !/^\d+$/.test(value)) query.set(name, String(Number(value)));
+      req.url = `${path}?${query}`;
+    }
+    if (id === "basic-challenge-without-realm" && isToken) {
+      const answer = await forward(req, body);
+      if (typeof answer.headers["www-authenticate"] === "string") answer.headers["www-authenticate"] = answer.headers["www-authenticate"].replace(/^Basic realm="[^"]*"/, "Basic");
+      return reply(res, answer);
+    }
+    if (id === "invalid-utf8-problem-without-errors" && !isToken && body.length > 0 && !isUtf8(body)) {
+      const answer = await forward(req, body);
+      if (answer.status === 400) {
+        const { errors: _dropped, ...rest } = JSON.parse(answer.body.toString("utf8")) as Record<string, unknown>;
+        answer.body = Buffer.from(JSON.stringify(rest));
+      }
+      return reply(res, answer);
+    }
     if (id === "throttle-skips-basic" && isToken) {
       // A client's last token answer kept; a 429 to its right secret in HTTP Basic answered with it instead.
       const answer = await forward(req, body);
@@ -708,6 +755,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "500-on-deep-nesting" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /^\s*\[{1000}/.test(body.toString("latin1"))) {
       return crash(res, "Maximum call stack size exceeded.");
     }
+    // PHP's $_GET: a parameter named name[] is an array, which the code then reads as a string.
+    if (id === "500-on-array-parameters" && /[?&][^=&]*(\[\]|%5B%5D)=/i.test(req.url ?? "")) {
+      return crash(res, "Array to string conversion.");
+    }
     if (id === "500-on-null-member" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*null\b/.test(body.toString("utf8"))) {
       return crash(res, "Cannot read properties of null.");
     }
@@ -839,6 +890,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
       return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
     }
+    if (id === "reads-array-parameters") req.url = (req.url ?? "").replace(/([?&][^=&]*?)(\[\]|%5B%5D)=/gi, "$1=");
     if (id === "reads-zip-plus-four") req.url = (req.url ?? "").replace(/(zip=\d{5})-\d{4}(?=&|$)/, "$1");
     if (id === "trims-query-values" && path === search.path) {
       const query = new URL(req.url ?? "", "http://front").searchParams;
@@ -907,6 +959,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
     if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
+    if (id === "hints-the-secret-in-4-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretEnding = [...(sent.secret as string)].slice(-4).join("")));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));
     // Where its last 8 characters can be a header's (printable ASCII).
     if (id === "hints-the-secret-in-a-header" && registering && answer.status === 201 && typeof sent.secret === "string" && /^[\x20-\x7e]{8}$/.test(sent.secret.slice(-8))) {

@@ -138,6 +138,9 @@ async function send(ctx: ApiContext, op: Operation, input: Input & { raw?: Buffe
 /** The request members whose value no answer holds (D16: the secret is never returned). */
 const NEVER_RETURNED = ["secret"];
 
+/** The member of the operation's success example that no answer holds, if it has one. */
+const secretOf = (op: Operation) => NEVER_RETURNED.find((name) => op.successExamples[0]?.body !== undefined && name in (op.successExamples[0].body as Json));
+
 /**
  * `value` with every character replaced by another of its kind: a letter by a letter, a digit by a digit,
  * anything else by its neighbour code point (as long in code points, UTF-16 units and UTF-8 bytes).
@@ -169,30 +172,43 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
     .filter(([member]) => !NEVER_RETURNED.includes(member))
     .map(([, v]) => JSON.stringify(v).toLowerCase());
   const bytes = Buffer.from(value, "utf8");
-  const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), bytes.toString("hex")];
-  const encoded = [bytes.toString("base64"), bytes.toString("base64url")];
+  const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1)].flatMap((t) => telltales(t));
+  // Encoded, 6 characters are 3 bytes or fewer, which a random id in an answer (a trace id in hex) holds
+  // now and then: 6 bytes' worth.
+  const hex = telltales(bytes.toString("hex"), 12);
+  const encoded = [bytes.toString("base64"), bytes.toString("base64url")].flatMap((t) => telltales(t, 8));
   const answer = [response.text, ...jsonStringsOf(response.text), ...Object.values(response.headers).flat()].join("\n");
   const folded = answer.toLowerCase();
   const heldAlone = (part: string, held: boolean) => held && !others.some((other) => other.includes(part.toLowerCase()));
   return [
-    ...text.flatMap(telltales).filter((part) => heldAlone(part, folded.includes(part.toLowerCase()))),
-    ...encoded.flatMap(telltales).filter((part) => heldAlone(part, answer.includes(part))),
+    ...[...text, ...hex].filter((part) => heldAlone(part, folded.includes(part.toLowerCase()))),
+    ...encoded.filter((part) => heldAlone(part, answer.includes(part))),
   ];
 }
 
 /**
- * The parts of a value an answer holds only by quoting it: each run of 6 characters with at least 4
- * different ones, in any letter case (shorter or plainer runs, "000000", can occur anywhere by chance).
+ * The parts of a value an answer holds only by quoting it: each run of `length` characters with at least 4
+ * different ones, in any letter case (shorter or plainer runs, "000000", can occur anywhere by chance),
+ * and each run of 4 different ones with 2 outside ASCII (which an implementation's own words and ids do
+ * not hold: a hint of 4 characters of NON_ASCII_SECRET shows).
  */
-function telltales(value: string): string[] {
+function telltales(value: string, length = 6): string[] {
   const parts = new Set<string>();
   const chars = [...value];
-  for (let i = 0; i + 6 <= chars.length; i++) {
-    const part = chars.slice(i, i + 6).join("");
-    if (new Set(part.toLowerCase()).size >= 4) parts.add(part);
-  }
+  const runs = (length: number, telling: (part: string[]) => boolean) => {
+    for (let i = 0; i + length <= chars.length; i++) {
+      const part = chars.slice(i, i + length);
+      if (telling(part)) parts.add(part.join(""));
+    }
+  };
+  const distinct = (part: string[]) => new Set(part.join("").toLowerCase()).size;
+  runs(length, (part) => distinct(part) >= 4);
+  runs(4, (part) => distinct(part) === 4 && part.filter((c) => c > "\x7f").length >= 2);
   return [...parts];
 }
+
+/** A secret of 16 different characters, none ASCII (D16: its length counts code points). */
+const NON_ASCII_SECRET = "ß∂ƒ©Ω≈ç√∫µ≤≥÷¿¡€";
 
 /** Every string of a JSON text, member names included, decoded; none if it is not JSON. */
 function jsonStringsOf(text: string): string[] {
@@ -466,10 +482,10 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     defineCheck<ApiContext>({
       id: "token-rejects-unsupported-grant-type",
       section: `${op.section}, D11`,
-      title: `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type, client_credentials in other letters too (RFC 6749 §4.4.2: the value MUST be client_credentials).`,
-      scenario: "requests a token with grant_type=password, then with grant_type=Client_Credentials",
+      title: `A grant type other than client_credentials gets ${contract.oauthErrorStatus("unsupported_grant_type")} unsupported_grant_type, client_credentials in other letters or between spaces too (RFC 6749 §4.4.2: the value MUST be client_credentials).`,
+      scenario: "requests a token with grant_type=password, then with grant_type=Client_Credentials, then with a space at each end of client_credentials",
       async run(ctx) {
-        for (const grantType of ["password", "Client_Credentials"]) {
+        for (const grantType of ["password", "Client_Credentials", " client_credentials "]) {
           expectOAuthError(ctx, op, await ctx.requestToken(form(ctx, { grant_type: grantType })), "unsupported_grant_type", `grant_type=${grantType}`);
         }
       },
@@ -604,7 +620,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
     defineCheck<ApiContext>({
       id: "token-rejects-wrong-secret-basic",
       section: `${op.section}, D31`,
-      title: `Client credentials sent as HTTP Basic that fail authentication get ${contract.oauthErrorStatus("invalid_client")} invalid_client with a \`WWW-Authenticate: Basic\` challenge (RFC 6749 §5.2).`,
+      title: `Client credentials sent as HTTP Basic that fail authentication get ${contract.oauthErrorStatus("invalid_client")} invalid_client with a \`WWW-Authenticate: Basic\` challenge and its realm (RFC 6749 §5.2, RFC 7617 §2).`,
       scenario: "requests a token with Authorization: Basic of a made-up client id and secret",
       async run(ctx) {
         // A made-up client: the suite's own client spends its failed-authentication budget (D30) once per run, in token-rejects-wrong-secret.
@@ -613,7 +629,8 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         expectOAuthError(ctx, op, response, "invalid_client", "a wrong secret in HTTP Basic");
         const field = response.headers["www-authenticate"];
         // Among the field's challenges, which may be several (RFC 9110 §11.6.1).
-        expectThat(challengeOf(field, "Basic") !== undefined, "the WWW-Authenticate header has no Basic challenge", "Basic realm=…", field ?? "(none)");
+        // RFC 7617 §2: the realm is required (D31 names it).
+        expectThat(challengeOf(field, "Basic")?.params.realm !== undefined, "the WWW-Authenticate header has no Basic challenge with a realm (RFC 7617 §2: realm is required)", 'Basic realm="…"', field ?? "(none)");
       },
     }),
     defineCheck<ApiContext>({
@@ -770,7 +787,7 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
         try {
           /** The answer to failure `n` once no rate limit of the deployment holds it up; throws where D30's throttle came early. */
           const answerTo = async (n: number) => {
-            const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited);
+            const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited, windowFrom);
             if (response.status === limited && n <= budget.perClientId) {
               throw new CheckFailed(
                 `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
@@ -780,6 +797,7 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
             }
             return response;
           };
+          const windowFrom = performance.now();
           for (let n = 1; n <= budget.perClientId; n++) {
             expectAnswer(ctx, op, await answerTo(n), [refused], `failed authentication ${n} of ${budget.perClientId} (${how(n)})`);
           }
@@ -818,17 +836,28 @@ const waitedNote = (limited: number, seconds: number) => `a rate limit of the de
  * and the request sent again, the seconds added to `waited`. A 429 the successful request does not meet
  * is returned, for the caller to judge as D30's throttle.
  */
-async function pastDeploymentLimits(ctx: ApiContext, send: () => Promise<ResponseSeen>, windowSeconds: number, waited: { seconds: number }): Promise<ResponseSeen> {
+async function pastDeploymentLimits(
+  ctx: ApiContext,
+  send: () => Promise<ResponseSeen>,
+  windowSeconds: number,
+  waited: { seconds: number },
+  windowFrom?: number,
+): Promise<ResponseSeen> {
   const limited = ctx.contract.problem("rate-limited").status;
   for (;;) {
     const response = await send();
     if (response.status !== limited) return response;
     const own = await suiteToken(ctx);
     ctx.forgetTokens();
-    if (own.status !== limited) return response;
+    // D30's 429 gives the seconds left in its window, which began with the check's failures (windowFrom):
+    // one that says "retry sooner" is a limit of the deployment, also where it let the suite's request
+    // through (a limiter that refused one request in so many).
+    const told = retryAfterSeconds(response.headers["retry-after"]);
+    const sooner = windowFrom !== undefined && told !== undefined && told < windowSeconds - (performance.now() - windowFrom) / 1000 - 1;
+    if (own.status !== limited && !sooner) return response;
     // The wait the suite's own request was told: the request's own 429 may be D30's throttle (its minute)
     // met while a shorter limit of the deployment held the suite's request up by chance.
-    const seconds = retryAfterSeconds(own.headers["retry-after"]) ?? retryAfterSeconds(response.headers["retry-after"]);
+    const seconds = own.status === limited ? (retryAfterSeconds(own.headers["retry-after"]) ?? told) : told;
     if (seconds === undefined || seconds > windowSeconds || waited.seconds + seconds > 2 * windowSeconds) {
       throw new CheckSkipped(
         `a rate limit of the deployment answered ${limited} to token requests of every client (Retry-After ${seconds ?? "none"}), too long to wait out here: D30's budgets cannot be seen under it (D18); certify with a limit above 12 token requests per address a minute`,
@@ -959,8 +988,8 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
   return defineCheck<ApiContext>({
     id: "token-throttles-failed-authentication-per-address",
     section: `${op.section}, D30`,
-    title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After.`,
-    scenario: `from a loopback address of its own, requests a token with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another`,
+    title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After, the right secret of a real client too.`,
+    scenario: `from a loopback address of its own, requests a token with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another, then with --client-id and its secret`,
     async run(ctx) {
       if (!onLoopbackV4(ctx)) {
         const host = tokenHost(ctx);
@@ -1030,8 +1059,19 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
           }
           const response = await attempt(`${prefix}-last`, false);
           if (response.status === limited || early.length > 0) {
+            const throttledAt = performance.now();
             expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perAddress + 1} from ${from}`);
             expectRetryAfterInWindow(response, budget.windowSeconds);
+            // The address is throttled, not its failures: the certifying client's right secret too (D30). Judged
+            // only while the window is surely on: Retry-After is rounded up, so more than its value less 1 s was left.
+            const right = await suiteToken(ctx, dispatcher);
+            const windowOn = performance.now() - throttledAt < ((retryAfterSeconds(response.headers["retry-after"]) ?? 0) - 1) * 1000;
+            expectThat(
+              right.status === limited || !windowOn,
+              `the certifying client's right secret from ${from}, whose budget of failed authentications was spent, was not refused: until the window ends every token request from that address gets ${limited}, the right secret included (D30)`,
+              limited,
+              seen(right),
+            );
             return await throttleOfOwnAddressEnded(ctx, limited, budget.windowSeconds);
           }
           seenTries.push({ from, next: seen(response) });
@@ -1122,15 +1162,23 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   const checks: ApiCheck[] = [];
 
   checks.push(
-    check("success-example-gets-2xx", "D17", `The spec's success example of ${op.operationId} gets its 2xx status and an answer that validates.`, `sends each success example of the spec to ${request} with a token of every scope`, async (ctx) => {
-      const token = await fullToken(ctx);
-      for (const e of op.successExamples) {
-        const input = { query: e.query, body: e.body };
-        const response = await send(ctx, op, input, token);
-        expectAnswer(ctx, op, response, [e.status], `example ${e.name}`);
-        expectAnswersWhatWasSent(ctx, op, input, response, `example ${e.name}`);
-      }
-    }),
+    check(
+      "success-example-gets-2xx",
+      "D17",
+      `The spec's success example of ${op.operationId} gets its 2xx status and an answer that validates${secretOf(op) ? ", also with a secret of characters outside ASCII, of which the answer holds no 4 in a row (D16)" : ""}.`,
+      `sends each success example of the spec to ${request} with a token of every scope${secretOf(op) ? `, then the first with ${secretOf(op)} ${NON_ASCII_SECRET}` : ""}`,
+      async (ctx) => {
+        const token = await fullToken(ctx);
+        const inputs = op.successExamples.map((e) => ({ input: { query: e.query, body: e.body }, status: e.status, what: `example ${e.name}` }));
+        const secret = secretOf(op);
+        if (secret) inputs.push({ ...inputs[0]!, input: { ...inputs[0]!.input, body: { ...(inputs[0]!.input.body as Json), [secret]: NON_ASCII_SECRET } }, what: `${inputs[0]!.what} with ${secret} ${NON_ASCII_SECRET}` });
+        for (const { input, status, what } of inputs) {
+          const response = await send(ctx, op, input, token);
+          expectAnswer(ctx, op, response, [status], what);
+          expectAnswersWhatWasSent(ctx, op, input, response, what);
+        }
+      },
+    ),
   );
   if (op.successExamples.some((e) => e.status === 201)) {
     const notFound = contract.problem("not-found").status;
@@ -1270,12 +1318,21 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   };
   const unauthenticated = problemStatus("unauthenticated");
   checks.push(
-    check("rejects-missing-token", "D13", `${op.operationId} without a token gets a ${unauthenticated} problem, also with the client's credentials as HTTP Basic instead.`, `sends the success example to ${request} without an Authorization header, then with Authorization: Basic of --client-id and --client-secret`, async (ctx) => {
-      expectAnswer(ctx, op, await send(ctx, op, example().input), [unauthenticated], "no Authorization header");
-      // Credentials are for the token endpoint (§5.1); the API takes a bearer token only (D13).
-      const basic = await sendAuthorized(basicOf(ctx.options.clientId, ctx.options.clientSecret))(ctx);
-      expectAnswer(ctx, op, basic, [unauthenticated], "the client's credentials as HTTP Basic, no token");
-    }),
+    check(
+      "rejects-missing-token",
+      "D13",
+      `${op.operationId} without a token gets a ${unauthenticated} problem, also with the client's credentials as HTTP Basic instead, or the Bearer scheme with no token after it (or a ${problemStatus("malformed-request")} for that one).`,
+      `sends the success example to ${request} without an Authorization header, then with Authorization: Basic of --client-id and --client-secret, then with Authorization: Bearer alone`,
+      async (ctx) => {
+        expectAnswer(ctx, op, await send(ctx, op, example().input), [unauthenticated], "no Authorization header");
+        // Credentials are for the token endpoint (§5.1); the API takes a bearer token only (D13).
+        const basic = await sendAuthorized(basicOf(ctx.options.clientId, ctx.options.clientSecret))(ctx);
+        expectAnswer(ctx, op, basic, [unauthenticated], "the client's credentials as HTTP Basic, no token");
+        // No token (401, D13), or an Authorization field it cannot read (400, RFC 6750 §3.1): never a 5xx.
+        const unreadable = problemStatus("malformed-request");
+        expectAnswer(ctx, op, await sendAuthorized("Bearer")(ctx), [unauthenticated, ...(declared(unreadable) ? [unreadable] : [])], "Authorization: Bearer with no token");
+      },
+    ),
     check("rejects-forged-token", "D13", `${op.operationId} with a forged token gets a ${unauthenticated} problem.`, `sends the success example to ${request} with a real token whose last 4 characters are changed, with characters added, without its last 4 characters, and with its letters in the other case`, async (ctx) => {
       for (const forged of forge(await fullToken(ctx))) expectAnswer(ctx, op, await send(ctx, op, example().input, forged.token), [unauthenticated], forged.what);
     }),
@@ -1384,9 +1441,12 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
     }
     if (declared(malformed)) {
       checks.push(
-        check("invalid-utf8-gets-400", "D13, D29", `The example body with bytes that are not UTF-8 in a string gets a ${malformed} problem, never a 2xx (nothing repaired into U+FFFD and stored).`, `sends the example body to ${request} with 0xFF 0xFE at the start of its first string value`, async (ctx) => {
+        check("invalid-utf8-gets-400", "D13, D29", `The example body with bytes that are not UTF-8 in a string gets a ${malformed} problem whose errors[] points at the body, never a 2xx (nothing repaired into U+FFFD and stored).`, `sends the example body to ${request} with 0xFF 0xFE at the start of its first string value`, async (ctx) => {
           const response = await ctx.call(op, { query: example().input.query, body: invalidUtf8Of(JSON.stringify(example().input.body)), contentType: mediaType, token: await fullToken(ctx) });
           expectAnswer(ctx, op, response, [malformed], "a body that is not UTF-8");
+          // D29: errors: [{pointer: "", …}], the whole body (or, D13, a member inside it).
+          const errors = jsonOf(response).errors as { pointer?: unknown }[] | undefined;
+          expectThat(Array.isArray(errors) && errors.some((e) => typeof e?.pointer === "string"), "a body that is not UTF-8: the problem has no errors[] entry with a pointer (D29: pointer \"\", the whole body)", [{ pointer: "" }], errors ?? "(no errors)");
         }),
       );
     }
@@ -1413,11 +1473,11 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         check(
           "wrong-content-type-gets-415",
           "D13, D29",
-          `The example body sent as text/plain, as text/json, as ${mediaType}-seq or ${mediaType}p (a media type that starts like it is another), as application/merge-patch+json (another JSON-based type), as ${mediaType} in a charset other than UTF-8 (utf8 is no name of it), or with no Content-Type gets a ${unsupported} problem.`,
-          `sends the example body to ${request} with Content-Type text/plain, text/json, ${mediaType}-seq, ${mediaType}p, application/merge-patch+json, ${mediaType}; charset=iso-8859-1, ${mediaType}; charset=utf8, then none`,
+          `The example body sent as text/plain, as text/json, application/x-json or text/x-json (older names some servers still read), as ${mediaType}-seq or ${mediaType}p (a media type that starts like it is another), as application/merge-patch+json (another JSON-based type), as ${mediaType} in a charset other than UTF-8 (utf8 is no name of it), or with no Content-Type gets a ${unsupported} problem.`,
+          `sends the example body to ${request} with Content-Type text/plain, text/json, application/x-json, text/x-json, ${mediaType}-seq, ${mediaType}p, application/merge-patch+json, ${mediaType}; charset=iso-8859-1, ${mediaType}; charset=utf8, then none`,
           async (ctx) => {
             const body = JSON.stringify(example().input.body);
-            const types = ["text/plain", "text/json", `${mediaType}-seq`, `${mediaType}p`, "application/merge-patch+json", `${mediaType}; charset=iso-8859-1`, `${mediaType}; charset=utf8`, null];
+            const types = ["text/plain", "text/json", "application/x-json", "text/x-json", `${mediaType}-seq`, `${mediaType}p`, "application/merge-patch+json", `${mediaType}; charset=iso-8859-1`, `${mediaType}; charset=utf8`, null];
             for (const contentType of types) {
               const response = await ctx.call(op, { query: example().input.query, body, contentType, token: await fullToken(ctx) });
               expectAnswer(ctx, op, response, [unsupported], contentType === null ? "no Content-Type" : `Content-Type ${contentType}`);
@@ -1502,17 +1562,38 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   if (op.query.length > 0) {
     const malformed = problemStatus("malformed-request");
     checks.push(
-      check("invalid-query-gets-400", "D13", `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>.`, `sends the example query to ${request} with each parameter missing or invalid in turn`, async (ctx) => {
-        const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => v.pointer.startsWith("/query/"));
-        const token = await fullToken(ctx);
-        for (const variant of variants) {
-          const response = await send(ctx, op, variant, token);
-          expectAnswer(ctx, op, response, [malformed], `${describeInput(variant)} (${new URLSearchParams(variant.query)})`);
-          const problem = jsonOf(response);
-          expectThat(namesPointer(problem, variant.pointer), `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
-        }
-        return `${variants.length} invalid queries`;
-      }),
+      check(
+        "invalid-query-gets-400",
+        "D13",
+        `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>, also where a required one comes only as <name>[] (a parameter of another name), or digits come written as a number (10001.0, 10001e0).`,
+        `sends the example query to ${request} with each parameter missing or invalid in turn, then each required one named <name>[] instead, then each of digits with .0 and e0 after them`,
+        async (ctx) => {
+          const input = example().input;
+          const variants = invalidVariants(ctx.contract, op, input).filter((v) => v.pointer.startsWith("/query/"));
+          // PHP's and Rails' array syntax: to this API another parameter, so the required one is missing. An
+          // implementation that refuses unknown parameters may name that one instead.
+          const asArrays = op.query
+            .filter((p) => p.required && input.query[p.name] !== undefined)
+            .map((p) => {
+              const { [p.name]: value, ...rest } = input.query;
+              return { query: { ...rest, [`${p.name}[]`]: value! }, body: input.body, pointer: `/query/${p.name}`, kind: "named-as-an-array" };
+            });
+          // Digits written as a number a loosely typed language reads alike (Perl's ==, PHP's ==): 10001.0, 10001e0.
+          const asNumbers = op.query
+            .filter((p) => /^\d+$/.test(input.query[p.name] ?? ""))
+            .flatMap((p) => [".0", "e0"].map((tail) => ({ query: { ...input.query, [p.name]: `${input.query[p.name]}${tail}` }, body: input.body, pointer: `/query/${p.name}`, kind: "digits-as-a-number" })))
+            .filter((v) => !contract.validatorAt(op.query.find((p) => `/query/${p.name}` === v.pointer)!.schemaPointer)(v.query[v.pointer.slice(7)]));
+          const token = await fullToken(ctx);
+          for (const variant of [...variants, ...asArrays, ...asNumbers]) {
+            const response = await send(ctx, op, variant, token);
+            expectAnswer(ctx, op, response, [malformed], `${describeInput(variant)} (${new URLSearchParams(variant.query)})`);
+            const problem = jsonOf(response);
+            const named = namesPointer(problem, variant.pointer) || (variant.kind === "named-as-an-array" && namesPointer(problem, `${variant.pointer}[]`));
+            expectThat(named, `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
+          }
+          return `${variants.length + asArrays.length + asNumbers.length} invalid queries`;
+        },
+      ),
     );
   }
 

@@ -68,6 +68,12 @@ export function seen(response: ResponseSeen): { status: number; contentType: str
 
 const withBom = new TextDecoder("utf-8", { ignoreBOM: true });
 
+/** Header values without the whitespace around them, which is not part of a field's value (RFC 9110 §5.5). */
+const withoutOws = (headers: ResponseSeen["headers"]): ResponseSeen["headers"] => {
+  const trimmed = (value: string) => value.replace(/^[ \t]+|[ \t]+$/g, "");
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, Array.isArray(value) ? value.map(trimmed) : value === undefined ? value : trimmed(value)]));
+};
+
 export function createApiContext(options: ApiSuiteOptions, contract: Contract): ApiContext {
   const resolved = { ...options, seed: options.seed ?? defaultSeed, runs: options.runs ?? defaultRuns };
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
@@ -86,7 +92,7 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
       const sent = chunked && body !== undefined ? Readable.from([Buffer.from(body)]) : body;
       const response = await request(url, { method: method as "GET", headers, body: sent, dispatcher });
       // A byte order mark is kept (body.text() drops one), for the checks to see it.
-      const seen = { status: response.statusCode, headers: response.headers, text: withBom.decode(await response.body.arrayBuffer()) };
+      const seen = { status: response.statusCode, headers: withoutOws(response.headers), text: withBom.decode(await response.body.arrayBuffer()) };
       const seconds = seen.status === 429 ? retryAfterSeconds(seen.headers["retry-after"]) : undefined;
       if (!waitOnRateLimit || seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return seen;
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -149,6 +155,22 @@ export const formEncoded = (value: string): string => new URLSearchParams([["", 
 
 /** `Authorization: Basic` of RFC 6749 §2.3.1: each part form-urlencoded (by `encode`), then base64. */
 export const basicOf = (id: string, secret: string, encode = formEncoded) => `Basic ${Buffer.from(`${encode(id)}:${encode(secret)}`).toString("base64")}`;
+
+/**
+ * A fetch that waits out a 429 with a Retry-After of at most a minute and sends the request again, as
+ * `certify api` does (D18: rate limits are the deployment's, kept while it is certified).
+ */
+export function waitingOutRateLimits(fetchImpl: (request: Request) => Promise<Response> = (request) => globalThis.fetch(request)): (request: Request) => Promise<Response> {
+  return async (request) => {
+    for (let waits = 0; ; waits++) {
+      const response = await fetchImpl(request.clone());
+      const seconds = response.status === 429 ? retryAfterSeconds(response.headers.get("retry-after") ?? undefined) : undefined;
+      if (seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return response;
+      await response.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    }
+  };
+}
 
 /** Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); undefined if absent or unreadable. */
 export function retryAfterSeconds(value: string | string[] | undefined): number | undefined {

@@ -12,7 +12,7 @@ import { Agent, interceptors } from "undici";
 import { eventNames, newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import { seed, type RegistrationOverride } from "../../src/server/app.js";
 import type { Db } from "../../src/server/store.js";
-import { defaultParts, type DeliveryParts, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
+import { defaultParts, type DeliveryParts, type DisableMail, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
 import { composeDisableMail } from "../../src/server/delivery/mail.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
@@ -99,6 +99,19 @@ function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; i
 const ignoresErrors =
   (ignored: (e: FieldError) => boolean): RegistrationOverride =>
   (base) => ({ errors: (body) => base.errors(body).filter((e) => !ignored(e)) });
+
+/** Checks a registration with one member rewritten first: the rule the rewritten value breaks is not checked. */
+const checksRewritten =
+  (member: string, rewrite: (value: unknown) => unknown): RegistrationOverride =>
+  (base) => ({
+    errors: (body) =>
+      base.errors(typeof body === "object" && body !== null && member in body ? { ...body, [member]: rewrite((body as Record<string, unknown>)[member]) } : body),
+  });
+
+/** Sends every disable notice changed: the rule the change breaks is D26's. */
+const rewritesNotice =
+  (change: (mail: DisableMail) => DisableMail): PartsOverride =>
+  (base) => ({ sendMail: (mail) => base.sendMail(change(mail)) });
 
 /** A missing member (required errors point at the member itself). */
 const isRequired = (e: FieldError) => /required property/.test(e.detail);
@@ -696,7 +709,7 @@ export const brokenServers: BrokenServer[] = [
       sign: (a) => base.sign(a.attempt > 1 ? { ...a, body: a.body.replace(/"timestamp":"[^"]*"/, `"timestamp":"${new Date(Date.parse(JSON.parse(a.body).timestamp) + a.attempt * 60_000).toISOString()}"`) } : a),
     }),
   },
-  { id: "emails-another-address", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: "ops@partner-platform.example" }) }) },
+  { id: "emails-another-address", parts: rewritesNotice((mail) => ({ ...mail, to: "ops@partner-platform.example" })) },
   // A copy to the platform's mailbox whose Bcc header is sent along: every recipient sees it.
   {
     id: "shows-its-bcc",
@@ -721,7 +734,7 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   // Every notice to the first client's contact, whichever partner's webhook it is of.
-  { id: "emails-first-clients-contact", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, to: contactOf(0) }) }) },
+  { id: "emails-first-clients-contact", parts: rewritesNotice((mail) => ({ ...mail, to: contactOf(0) })) },
   // Every notice copied by Bcc, unseen, to the other client's contact.
   {
     id: "copies-the-other-partner-by-bcc",
@@ -730,36 +743,70 @@ export const brokenServers: BrokenServer[] = [
   // One Message-ID for every notice: a mail system takes the second disabling's for a repeat of the first.
   {
     id: "one-message-id-for-every-disabling",
-    parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, headers: { ...mail.headers, "Message-ID": "<webhook-disabled@partner-platform.example>" } }) }),
+    parts: rewritesNotice((mail) => ({ ...mail, headers: { ...mail.headers, "Message-ID": "<webhook-disabled@partner-platform.example>" } })),
   },
   // Where a Bcc would do: the partner's notice shows another address (nodemailer takes `cc` with the rest).
   { id: "copies-another-address-visibly", parts: (base) => ({ sendMail: (mail) => base.sendMail(Object.assign({}, mail, { cc: "ops@partner-platform.example" })) }) },
-  {
-    id: "email-without-details",
-    parts: (base) => ({ sendMail: (mail) => base.sendMail({ to: mail.to, subject: "Webhook disabled", text: "One of your webhooks was disabled.\n", headers: {} }) }),
-  },
+  { id: "email-without-details", parts: rewritesNotice((mail) => ({ to: mail.to, subject: "Webhook disabled", text: "One of your webhooks was disabled.\n", headers: {} })) },
   // The notice without its last paragraph: nothing on the cancelled deliveries, nor on what to do (D26).
-  {
-    id: "email-without-advice",
-    parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/\nIts pending deliveries[^]*$/, "\n") }) }),
-  },
+  { id: "email-without-advice", parts: rewritesNotice((mail) => ({ ...mail, text: mail.text.replace(/\nIts pending deliveries[^]*$/, "\n") })) },
 
   // Fire and forget: a notice the SMTP server refused is taken as sent, never tried again (D26).
   { id: "drops-refused-emails", parts: (base) => ({ sendMail: (mail) => base.sendMail(mail).catch(() => undefined) }) },
-  // The subject names the webhook's id with a digit after it: another webhook's id.
-  { id: "subject-names-another-webhook", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, subject: mail.subject.replace(/webhook (\S+)/, "webhook $19") }) }) },
-  // The reason with a fixed status for the last failure, whatever it was (D26: "with the last failure").
-  { id: "email-with-fixed-last-failure", parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/(The last one failed with: )[^\n]*/, "$1HTTP 503.") }) }) },
-  // The reason without the last failure (D26: "with the last failure").
+  // A notice sent again after a refusal gets a Message-ID of its own: to mail systems, a second notice (D26).
   {
-    id: "email-without-last-failure",
-    parts: (base) => ({ sendMail: (mail) => base.sendMail({ ...mail, text: mail.text.replace(/ The last one failed with: [^\n]*/, "") }) }),
+    id: "new-message-id-when-sent-again",
+    parts: (base) => {
+      const tried = new Set<string>();
+      return {
+        sendMail(mail) {
+          const id = mail.headers["Message-ID"] ?? "";
+          const again = tried.has(id);
+          tried.add(id);
+          return base.sendMail(again ? { ...mail, headers: { ...mail.headers, "Message-ID": id.replace("@", ".again@") } } : mail);
+        },
+      };
+    },
   },
+  // Drops refused notices as drops-refused-emails does, and sends a Bcc copy of each notice to the platform's own mailbox in a transaction of its own (D26 allows it), which the SMTP server takes.
+  {
+    id: "drops-refused-emails-but-a-copy",
+    parts: (base) => ({
+      async sendMail(mail) {
+        await base.sendMail(mail).catch(() => undefined);
+        await base.sendMail(Object.assign({}, mail, { envelope: { from: "no-reply@partner-platform.example", to: ["ops@partner-platform.example"] } }));
+      },
+    }),
+  },
+  // The subject names the webhook's id with a digit after it: another webhook's id.
+  { id: "subject-names-another-webhook", parts: rewritesNotice((mail) => ({ ...mail, subject: mail.subject.replace(/webhook (\S+)/, "webhook $19") })) },
+  // The reason with a fixed status for the last failure, whatever it was (D26: "with the last failure").
+  { id: "email-with-fixed-last-failure", parts: rewritesNotice((mail) => ({ ...mail, text: mail.text.replace(/(The last one failed with: )[^\n]*/, "$1HTTP 503.") })) },
+  // The reason without the last failure (D26: "with the last failure").
+  { id: "email-without-last-failure", parts: rewritesNotice((mail) => ({ ...mail, text: mail.text.replace(/ The last one failed with: [^\n]*/, "") })) },
 
   // -- Leads -------------------------------------------------------------------------------------
   { id: "expires-leads-a-day-early", rules: (r) => ({ ...r, leadExpirySeconds: r.leadExpirySeconds - 24 * 3600 }) },
   // An expired lead is taken up again by every later expiry pass: lead.expired again and again.
   { id: "expires-leads-again", parts: expiringStatuses(["new", "responded", "expired"]) },
+  // An expired lead taken up once more by a pass a day after its expiry (a sweep with a grace period).
+  {
+    id: "expires-leads-again-a-day-later",
+    parts: () => ({
+      async expireLeads(tx, now) {
+        // expires_at moved past any clock once a lead expired twice: the second expiry comes once.
+        const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
+          `UPDATE leads SET status = 'expired', expires_at = CASE WHEN previous.status = 'expired' THEN $3 ELSE leads.expires_at END FROM (
+             SELECT id, status, expires_at FROM leads
+             WHERE (expires_at <= $1 AND status IN ('new', 'responded')) OR (status = 'expired' AND expires_at <= $2) FOR UPDATE) AS previous
+           WHERE leads.id = previous.id
+           RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, previous.expires_at`,
+          [now, now - 24 * 3600 * 1000, Number.MAX_SAFE_INTEGER],
+        );
+        return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: r.previous_status === "new" ? "new" : "responded", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+      },
+    }),
+  },
   // expiredAt written from the lead's creation, not its expiry.
   {
     id: "expired-at-creation",
@@ -835,6 +882,20 @@ export const brokenServers: BrokenServer[] = [
   { id: "expires-hired-leads", parts: expiringStatuses(["new", "responded", "hired"]) },
   { id: "expires-declined-leads", parts: expiringStatuses(["new", "responded", "declined"]) },
   { id: "expires-cancelled-leads", parts: expiringStatuses(["new", "responded", "cancelled"]) },
+  // A late lead.updated reopens an expired lead, with a new lifetime from the update: it expires again 7 days on.
+  {
+    id: "reopens-expired-leads-for-a-new-lifetime",
+    parts: (base, ctx) => ({
+      async queue(tx, events) {
+        const queued = await base.queue(tx, events);
+        for (const e of events.filter((e) => e.name === "lead.updated")) {
+          const { leadID, status } = (JSON.parse(e.body) as Envelope).data as { leadID: string; status: string };
+          await tx.query("UPDATE leads SET status = $1, expires_at = $2 WHERE id = $3 AND status = 'expired'", [status, e.at + ctx.rules.leadExpirySeconds * 1000, leadID]);
+        }
+        return queued;
+      },
+    }),
+  },
   {
     // An idle timeout instead of a lifetime: each lead.updated moves the lead's expiry to 7 days after it.
     id: "lead-expiry-from-last-update",
@@ -851,34 +912,24 @@ export const brokenServers: BrokenServer[] = [
   },
 
   // -- Registration --------------------------------------------------------------------------------
-  {
-    id: "accepts-plain-http-url",
-    registration: (base) => ({
-      errors: (body) => {
-        const b = body as { url?: unknown };
-        return base.errors(typeof b?.url === "string" ? { ...b, url: b.url.replace(/^http:/, "https:") } : body);
-      },
-    }),
-  },
+  { id: "accepts-plain-http-url", registration: checksRewritten("url", (url) => (typeof url === "string" ? url.replace(/^http:/, "https:") : url)) },
   // The URL checked with the spaces around it trimmed (and stored as sent).
   {
     id: "trims-webhook-urls-before-checking",
     registration: (base) => ({
-      errors: (body) => {
-        const b = body as { url?: unknown };
-        return base.errors(typeof b?.url === "string" ? { ...b, url: b.url.trim() } : body);
-      },
+      ...checksRewritten("url", (url) => (typeof url === "string" ? url.trim() : url))(base),
       refuseUrl: (url) => base.refuseUrl(url.trim()),
     }),
   },
   // "*" taken for every event name.
+  { id: "accepts-event-wildcard", registration: checksRewritten("events", (events) => (Array.isArray(events) && events.includes("*") ? [...eventNames] : events)) },
+  // The rarer reserved ranges a hand-made list misses (D22 refuses them): TEST-NET-2 and -3, AS112, the
+  // 6to4 relay anycast, and IPv6's 3fff::/20, 2620:4f:8000::/48 and 100::/64.
   {
-    id: "accepts-event-wildcard",
+    id: "accepts-rarer-reserved-ranges",
     registration: (base) => ({
-      errors: (body) => {
-        const b = body as { events?: unknown };
-        return base.errors(Array.isArray(b?.events) && b.events.includes("*") ? { ...b, events: [...eventNames] } : body);
-      },
+      refuseUrl: async (url: string) =>
+        urlFormProblem(url) ?? (/^\[?(192\.31\.196|192\.52\.193|192\.88\.99|192\.175\.48|198\.51\.100|203\.0\.113)\.|^\[?(3fff:|2620:4f:8000:|100::)/i.test(hostOf(url)) ? undefined : base.refuseUrl(url)),
     }),
   },
   // The denylist of seven IPv4 and four IPv6 ranges that D22 replaced with an allowlist.

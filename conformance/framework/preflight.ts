@@ -13,6 +13,8 @@ export function transportReason(error: unknown): string {
   if (e?.name === "TimeoutError") return `no answer within ${preflightTimeoutMs / 1000} s`;
   // fetch() throws "fetch failed" with the socket's error as the cause (an AggregateError when several addresses were tried).
   const cause = e?.cause;
+  // undici's "bad response" (an answer it cannot read) and "other side closed" share one code.
+  if (cause?.code === "UND_ERR_SOCKET" && cause.message) return `${cause.code}: ${cause.message}`;
   return cause?.code ?? cause?.errors?.[0]?.code ?? cause?.message ?? e?.message ?? String(error);
 }
 
@@ -25,8 +27,13 @@ async function fetchOrStop(url: string, init: RequestInit, unreachable: (reason:
   }
 }
 
+/** Errors of an answer that came but could not be read (undici's, which the suites use, D52): not an address to fix. */
+const UNREADABLE = new Set(["UND_ERR_SOCKET: bad response", "UND_ERR_RES_CONTENT_LENGTH_MISMATCH"]);
+
 const notReached = (what: string, url: string, flag: string) => (reason: string) =>
-  `cannot reach ${what} at ${url} (${reason}): is the implementation running, and is ${flag} its address?`;
+  UNREADABLE.has(reason)
+    ? `${what} at ${url} answered, but the suite's HTTP client (undici) could not read the answer (${reason}): send no 100 Continue that was not asked for, nothing after a Content-Length value, and a body as long as its Content-Length (D52)`
+    : `cannot reach ${what} at ${url} (${reason}): is the implementation running, and is ${flag} its address?`;
 
 /** Something answers HTTP at `url` (any status). */
 export async function preflightReach(url: string, what: string, flag: string): Promise<void> {

@@ -213,6 +213,9 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       }
     });
   });
+  // A connection kept alive is never closed for idling (Node's default: after 5 s): a server that sends
+  // over a pooled connection as the receiver closes it would see a failure that no check scripted (D52).
+  server.keepAliveTimeout = 0;
   server.on("tlsClientError", (error: Error & { reason?: string }) => {
     // OpenSSL's `reason` ("tlsv1 alert unknown ca") says it; its message adds library internals.
     const message = error.reason ?? error.message;

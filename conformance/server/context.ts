@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { createPartnerClient, type PartnerClient, loadDeliveryRules, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import { loadConformanceRules, type ConformanceRules } from "../../src/spec.js";
+import { waitingOutRateLimits } from "../api/context.js";
 import { SetupError } from "../framework/check.js";
 import type { Delivery, Receiver } from "../harness/receiver.js";
 import type { SmtpSink } from "../harness/smtp-sink.js";
@@ -94,6 +95,12 @@ export interface ServerContext {
   /** Like `during`, plus (scaled time) the tolerance band, for asserting that nothing arrives. */
   quietFor(endpoint: string, seconds: number): Promise<Delivery[]>;
   /**
+   * Under a scaled clock, waits (at most D24's due-now bound) until `done` holds: retries made one after
+   * another may each be late by D25's allowance, so a chain of them may end after any window (when they
+   * come is retry-waits-follow-schedule's concern). A virtual clock's step makes all that is due in it.
+   */
+  retriesCame(done: () => boolean, what: string): Promise<void>;
+  /**
    * Waits for the next attempt at `endpoint` after those the scenario has accounted for (the ones
    * `arrivals` waited for, and earlier `nextAttempt`s), expected `waitSeconds` after `since` (default:
    * the last of those) failed. `scaledRealMs` replaces the expected real gap under a scaled clock (an
@@ -166,6 +173,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     // Tokens may expire on the server's clock (docs/implementing-a-server.md): under a fast scaled clock
     // a 3600 s token lives about 0.1 s of real time and can expire again before it is used.
     tokenRenewals: 5,
+    fetch: waitingOutRateLimits(),
   });
   const secondApi = createPartnerClient({
     baseUrl: options.baseUrl,
@@ -174,6 +182,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     clientSecret: options.secondClientSecret,
     scopes: ["webhooks::write"],
     tokenRenewals: 5,
+    fetch: waitingOutRateLimits(),
   });
   const scenarios = new Map<string, Promise<unknown>>();
   const count = (endpoint: string) => receiver.at(endpoint).length;
@@ -198,6 +207,10 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
       await new Promise((resolve) => setTimeout(resolve, scaledTolerance(clock.realMs(seconds)).lateMs));
     }
     return receiver.at(endpoint).slice(before);
+  }
+
+  async function retriesCame(done: () => boolean, what: string): Promise<void> {
+    if (options.clock.kind === "scaled") await receiver.waitFor(done, dueNowMs, what).catch(() => undefined);
   }
 
   /** Nothing at all reached the receiver: say why that is likely, and stop. */
@@ -351,6 +364,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
     arrivals,
     during,
     quietFor,
+    retriesCame,
     nextAttempt,
   };
 }

@@ -24,6 +24,8 @@ export interface SuiteEnvironment {
 export interface CertifyServerOptions extends ServerSuiteOptions {
   /** A shell command that starts the implementation; it is given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK. */
   start?: string;
+  /** How long `start` may take until the Control API answers, in seconds (default 60). */
+  startTimeoutSeconds?: number;
   /** Keep the receiver's CA in this folder (made on first use) for an implementation started beforehand. */
   pkiDir?: string;
   /** Address of the suite's HTTPS receiver, the host of the webhook URLs it registers (default 127.0.0.1). */
@@ -112,7 +114,7 @@ export async function certifyServer(options: CertifyServerOptions, run: RunOptio
         caCert: receiver.pki.caCert,
         smtpUrl: smtp.url,
         clock: options.clock,
-      }).catch((error: unknown) => {
+      }, (options.startTimeoutSeconds ?? 60) * 1000).catch((error: unknown) => {
         throw new SetupError(`--start: ${(error as Error).message}`);
       });
     }

@@ -35,7 +35,7 @@ async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: n
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`the implementation did not answer ${url} within ${timeoutMs / 1000} s`);
+  throw new Error(`the implementation did not answer ${url} within ${timeoutMs / 1000} s (--start-timeout)`);
 }
 
 export async function startImplementation(
@@ -90,7 +90,7 @@ export async function startImplementation(
     await waitUntilAnswering(readyUrl, child, timeoutMs);
   } catch (error) {
     await stop();
-    throw new Error(`${(error as Error).message}; its output:\n${output.slice(-2000)}`);
+    throw new Error(`${(error as Error).message}${output.trim() === "" ? ", and wrote nothing" : `; its output:\n${output.slice(-2000)}`}`);
   }
   return { output: () => output, stop };
 }

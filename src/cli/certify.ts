@@ -238,6 +238,7 @@ const serverCli: SuiteCli = {
       .option("--category-id <id>", "category for the service request", defaultTargets.categoryId)
       .option("--zip <zip>", "postal code for the service request", defaultTargets.zip)
       .option("--start <command>", "start the implementation with this shell command (given WEBHOOK_CA_FILE, SMTP_URL, CONFORMANCE_CLOCK) and stop it afterwards")
+      .option("--start-timeout <seconds>", "how long --start may take until the Control API answers (a build first, a JVM)", "60")
       .option("--pki-dir <dir>", "keep the receiver's CA in DIR (ca.pem, ca-key.pem; made on first use), for an implementation started beforehand to trust DIR/ca.pem")
       .option("--receiver-host <host>", "address of the suite's HTTPS receiver: the host of the webhook URLs it registers and of its certificate", "127.0.0.1")
       .option("--receiver-port <port>", "port of the receiver (default: any free port)")
@@ -263,6 +264,7 @@ const serverCli: SuiteCli = {
       categoryId: flags.required("categoryId"),
       zip: flags.required("zip"),
       start: flags.optional("start"),
+      startTimeoutSeconds: flags.required("startTimeout", parse.wholeNumber(1)),
       pkiDir: flags.optional("pkiDir"),
       receiverHost: flags.parsed("receiverHost", parse.host),
       receiverPort: flags.parsed("receiverPort", parse.port),

@@ -100,6 +100,7 @@ describe("certify: options are checked before anything runs", () => {
     ["an unwritable --json", () => [...serverArgs(counting.url), "--json", path.join(packageRoot, "package.json", "report.json")], `--json: cannot make the folder ${path.join(packageRoot, "package.json")}: part of its path is a file`],
     ["an unwritable --junit", () => [...serverArgs(counting.url), "--junit", packageRoot], `--junit: cannot write ${packageRoot} (EISDIR)`],
     ["a bad port", () => [...serverArgs(counting.url), "--receiver-port", "70000"], '--receiver-port: must be a port number from 1 to 65535, got "70000"'],
+    ["a bad --start-timeout", () => [...serverArgs(counting.url), "--start-timeout", "1.5"], '--start-timeout: must be a whole number of at least 1, got "1.5"'],
     ["a bad host", () => [...serverArgs(counting.url), "--smtp-host", "not a host"], '--smtp-host: must be an IP address or a host name, got "not a host"'],
     ["a bad --clock", () => [...serverArgs(counting.url), "--clock", "scaled:2"], '--clock: must be "virtual" or "scaled:FACTOR" with 0 < FACTOR <= 1, got "scaled:2"'],
     ["a --clock faster than the suite certifies", () => [...serverArgs(counting.url), "--clock", "scaled:0.00001"], "--clock: scaled:0.00001 is faster than the suite can certify: use a FACTOR of at least 0.00003 (x-conformance.scaledClock.minFactor, D24), or the virtual clock"],
@@ -205,6 +206,34 @@ describe("certify: the implementation is checked before the checks", () => {
     await expect(readFile(report)).rejects.toThrow(/ENOENT/);
     const api = await certify(["api", "--base-url", closed.url, "--auth-url", closed.url, "--client-id", "i", "--client-secret", "s"]);
     expect(api.stderr).toBe(`partner-platform: certify api: cannot reach the API at ${closed.url} (ECONNREFUSED): is the implementation running, and is --base-url its address?\n`);
+  });
+
+  it("stops with one line when --start does not answer within --start-timeout", async () => {
+    const closed = await listen(() => undefined);
+    await close(closed.server);
+    const result = await certify([...serverArgs(closed.url), "--start", "sleep 30", "--start-timeout", "1"]);
+    expect(result).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `partner-platform: certify server: --start: the implementation did not answer ${closed.url}/conformance/clock within 1 s (--start-timeout), and wrote nothing\n`,
+    });
+  });
+
+  it("says that an answer came but could not be read, not that nothing answers (an unasked 100 Continue, D52)", async () => {
+    const continuing = await listen((_req, res) => {
+      res.writeContinue();
+      res.writeHead(404).end();
+    });
+    try {
+      const api = await certify(["api", "--base-url", continuing.url, "--auth-url", continuing.url, "--client-id", "i", "--client-secret", "s"]);
+      expect(api).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: `partner-platform: certify api: the API at ${continuing.url} answered, but the suite's HTTP client (undici) could not read the answer (UND_ERR_SOCKET: bad response): send no 100 Continue that was not asked for, nothing after a Content-Length value, and a body as long as its Content-Length (D52)\n`,
+      });
+    } finally {
+      await close(continuing.server);
+    }
   });
 
   it("says how to enable the Conformance Control API when it answers 404", async () => {

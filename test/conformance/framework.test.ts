@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { CheckSkipped, defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
 import { compareWithExpected } from "../../conformance/framework/expected-failures.js";
 import { formatResult, formatSummary, idColumn, toJUnitXml } from "../../conformance/framework/report.js";
+import { waitingOutRateLimits } from "../../conformance/api/context.js";
 
 const checks = [
   defineCheck<{ value: number }>({
@@ -115,5 +116,33 @@ describe("conformance framework", () => {
       unexpected: ["never-throws"],
       stale: ["value-is-one"],
     });
+  });
+});
+
+describe("waitingOutRateLimits", () => {
+  // Answers in turn; records each request's body, so that a request sent again is seen whole.
+  const scripted = (answers: Response[]) => {
+    const bodies: string[] = [];
+    const fetchImpl = async (request: Request) => {
+      bodies.push(await request.text());
+      return answers.shift()!;
+    };
+    return { bodies, fetchImpl };
+  };
+  const tooMany = (retryAfter: string) => new Response("{}", { status: 429, headers: { "retry-after": retryAfter } });
+
+  it("waits out a 429 with its Retry-After and sends the same request again", async () => {
+    const { bodies, fetchImpl } = scripted([tooMany("0"), new Response("{}", { status: 201 })]);
+    const response = await waitingOutRateLimits(fetchImpl)(new Request("http://api.test/api/v2/webhooks", { method: "POST", body: '{"a":1}' }));
+    expect(response.status).toBe(201);
+    expect(bodies).toEqual(['{"a":1}', '{"a":1}']);
+  });
+
+  it("hands back a 429 whose Retry-After is longer than a minute, or that has none", async () => {
+    for (const answer of [tooMany("61"), new Response("{}", { status: 429 })]) {
+      const { bodies, fetchImpl } = scripted([answer]);
+      expect((await waitingOutRateLimits(fetchImpl)(new Request("http://api.test/x"))).status).toBe(429);
+      expect(bodies).toHaveLength(1);
+    }
   });
 });

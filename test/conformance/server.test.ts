@@ -50,6 +50,35 @@ describe("server certification", () => {
     });
   });
 
+  // D26 allows both; a server written from the docs alone (Go, 2026-11-29) sent them so, each in the
+  // background and again a second after a refusal, and the suite took another disabling's notice, come late,
+  // for the one it waited for.
+  it("certifies a server that sends a Bcc copy first, in a transaction of its own, then the notice, and repeats it", async () => {
+    const variant: BrokenServer = {
+      id: "copies-first-and-repeats-notices",
+      parts: (base) => ({
+        async sendMail(mail) {
+          const untilTaken = async (copy: typeof mail): Promise<void> => {
+            for (;;) {
+              try {
+                return await base.sendMail(copy);
+              } catch {
+                await new Promise((resolve) => setTimeout(resolve, 1000));
+              }
+            }
+          };
+          void (async () => {
+            await untilTaken(Object.assign({}, mail, { envelope: { from: "no-reply@partner-platform.example", to: ["ops@partner-platform.example"] } }));
+            await untilTaken(mail);
+            await new Promise((resolve) => setTimeout(resolve, 500));
+            await untilTaken(mail);
+          })();
+        },
+      }),
+    };
+    expect(notPassed(await certifyReference({ kind: "virtual" }, { variant, db }))).toEqual([]);
+  }, 120_000);
+
   it("catches a server that waits 20% short in scaled time, within the tolerance bands", async () => {
     const variant = brokenServers.find((b) => b.id === "waits-20-percent-short")!;
     const report = await certifyReference(scaled(1e-4), { variant, db }, { only: ["retry-waits-follow-schedule"] });
