@@ -4,6 +4,7 @@
 // at the HTTP surface, so the reference server's code carries no API faults.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { isUtf8 } from "node:buffer";
+import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { basicCredentials, seed } from "../../src/server/app.js";
@@ -45,6 +46,10 @@ export const brokenApis = [
   { id: "counts-lengths-in-bytes", description: "Counts a webhook secret's length in UTF-8 bytes: 15 characters of é (30 bytes) are registered (D16: code points)." },
   { id: "zip-matches-before-a-line-feed", description: "Checks zip codes with a pattern whose $ matches before a final line feed (PHP, Python): 10001 and a line feed is taken as 10001." },
   { id: "loose-email-pattern", description: "Checks e-mail addresses with a loose pattern (one @, a dot after it, no spaces): jane..doe@example.com and .jane.doe@example.com are taken (D16: RFC 5321's Mailbox, dots only between atoms)." },
+  { id: "takes-any-domain-label", description: "Checks an e-mail address's domain as anything but @ and spaces: jane@under_score.example.com and jane@-example.com are taken (D16: RFC 5321's Domain, letters, digits and hyphens inside a label)." },
+  { id: "takes-a-dot-after-the-domain", description: "Takes an e-mail address with a dot after its domain (jane.doe@example.com.), DNS's root, which RFC 5321's Domain does not write (D16)." },
+  { id: "takes-6-digit-phones", description: "Takes a phone number of 6 digits (+123456): the pattern's lower bound is 7 (E.164 with its country code)." },
+  { id: "no-email-length-limit", description: "Checks an e-mail address's format, not its length: a well-formed address of 255 characters is taken (maxLength 254)." },
   { id: "max-lengths-in-bytes", description: "Counts a customer name's and a webhook secret's maxLength in UTF-8 bytes: 200 é in a name (400 bytes) are refused with 422 (D16: code points)." },
   { id: "max-lengths-in-utf16-units", description: "Counts a customer name's and a webhook secret's maxLength in UTF-16 units (Java's String.length): 200 😀 in a name (400 units) are refused with 422 (D16: code points)." },
   { id: "ids-up-to-20-digits", description: "Takes a 20-digit categoryID as a well-formed id and answers 404 for it, where the schema allows 19 digits (D14: 422)." },
@@ -97,6 +102,12 @@ export const brokenApis = [
   { id: "invalid-utf8-problem-without-errors", description: "Answers a body that is not UTF-8 with a 400 problem without errors[] (D29: errors: [{pointer: \"\"}])." },
   { id: "500-on-array-parameters", description: "A query parameter named with [] after it (PHP's and Rails' array syntax) gets a 500: the code reads the array as a string (D13: client input never causes a 5xx)." },
   { id: "reads-array-parameters", description: "Reads a query parameter named name[] as name: a search whose category_id comes only as category_id[] is answered as if it had come (another parameter's name, so the required one is missing: 400, D13)." },
+  { id: "500-on-malformed-percent-escapes", description: "A query with a percent sign not followed by two hex digits (%zz) gets a 500: the decoder throws (D13: client input never causes a 5xx)." },
+  { id: "500-on-numbers-beyond-double-range", description: "A JSON body with a number beyond a double's range (1e400) gets a 500: the parser reads it as Infinity, which the code cannot handle (D13)." },
+  { id: "500-on-5000-digit-integers", description: "A JSON body with an integer of more than 4,300 digits gets a 500: Python's int() refuses to convert it (D13)." },
+  { id: "refuses-escaped-surrogate-pairs", description: "A surrogate pair written as two JSON escapes (\\ud83d\\ude00, one character) is refused with 400 as two lone surrogates (D29: only a lone one is malformed)." },
+  { id: "decodes-queries-twice", description: "Decodes a query's values twice: zip=1000%2531 is read as 10001 (D13: a value is percent-decoded once)." },
+  { id: "reads-nan-and-infinity", description: "Reads NaN and Infinity in a JSON body as numbers, then refuses them with 422, where the body is not JSON (D13: RFC 8259 as written, 400)." },
   { id: "500-on-deep-nesting", description: "A JSON body nested 1,000 arrays deep or more gets a 500: the parser recurses and overflows its stack (D13: client input never causes a 5xx)." },
   { id: "counts-lengths-in-utf16-units", description: "Counts a string's length in UTF-16 units (Java's String.length): a secret of 8 emoji is 16 long (D16: code points)." },
   { id: "trims-query-values", description: "Trims the spaces around each query parameter of a search before reading it: a zip code with a space before it is taken (D13: an invalid query parameter is 400)." },
@@ -141,12 +152,23 @@ export const brokenApis = [
   { id: "basic-refuses-same-client-id", description: "HTTP Basic with a client_id parameter naming the same client gets 400 invalid_request (D31: allowed)." },
   { id: "basic-ignores-other-client-id", description: "HTTP Basic with a client_id parameter naming another client gets a token for the Basic client (D31: 400 invalid_request)." },
   { id: "names-the-first-error-only", description: "A 422's errors names only the first failing member, where D13 wants every one." },
+  { id: "names-the-first-two-errors-only", description: "A 422's errors names only the first two failing members (a cap on its length), where D13 wants every one." },
   { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
   { id: "secrets-ignore-case", description: "Client secrets sent in the form are compared without regard to letter case (a case-insensitive collation): a secret in another case gets a token." },
   { id: "basic-failures-not-counted", description: "Failed HTTP Basic authentications of unknown client ids never count toward D30's budgets: guessing through Basic is never throttled." },
   { id: "real-clients-failures-not-counted", description: "Wrong secrets of a client that exists never count toward D30's budget (only unknown client ids' do): a real client's secret can be guessed without end." },
   { id: "success-resets-failure-count", description: "A client's successful token request resets its count of failed authentications (D30: successes count for neither budget): wrong secrets between the right ones are never throttled." },
   { id: "right-secret-passes-the-throttle", description: "A throttled client, or a client at a throttled address, that sends its right secret gets a token (D30: the right secret included), so guessing goes on at full speed and a right guess shows." },
+  { id: "counts-successes-per-address", description: "Counts successful token requests toward their address's budget of failed authentications: an address is throttled after 300 token requests a minute, successes among them (D30: successes count for neither budget)." },
+  { id: "retry-after-always-60", description: "A throttled token request's Retry-After is always 60, however much of D30's window is left: it does not count down." },
+  {
+    id: "throttle-window-of-5-seconds",
+    description: "D30's budget per client id is counted in windows of 5 seconds, not 60: ten failures a minute are taken, as long as they come apart.",
+  },
+  {
+    id: "retry-after-half-the-window-left",
+    description: "A throttled token request's Retry-After is half the seconds left in D30's window: a client that waits as it says is refused again.",
+  },
   { id: "throttles-address-after-295-failures", description: "The token endpoint throttles an address after 295 failed authentications a minute, a few before D30's budget of 300." },
 ] as const satisfies readonly BrokenApi[];
 
@@ -178,6 +200,16 @@ export const legalApis = [
     id: "refuses-one-token-request-in-15",
     description:
       "A rate limit of the deployment (D18) that counts requests, not time: every 15th token request, whichever client or address it comes from, gets 429 with Retry-After: 1, and the next is taken. D30's budget per address cannot be seen under it.",
+  },
+  {
+    id: "refuses-one-token-request-in-6-of-a-client",
+    description:
+      "A rate limit of the deployment (D18) that counts each client id's token requests, not time: every 6th, right secret or wrong, gets 429 with Retry-After: 1, and the next is taken.",
+  },
+  {
+    id: "throttle-windows-aligned-to-the-clock",
+    description:
+      "D30's budget per client id is counted in fixed windows aligned to the clock's minutes: a throttled request's Retry-After is the seconds to the minute's end, less than 60 less the seconds since the client id's first failure.",
   },
   {
     id: "throttle-window-ends-mid-check",
@@ -216,6 +248,12 @@ interface KeptToken {
   current: string;
   asked: { headers: Record<string, string>; body: Buffer };
 }
+
+/** A replacement for withFormParam: what `change` makes of a value, where that differs from it. */
+const changedBy = (change: (sent: string) => string) => (sent: string): string | undefined => (change(sent) !== sent ? change(sent) : undefined);
+
+/** A query parameter named name[] (PHP's and Rails' array syntax), the name before the brackets in group 1. */
+const arrayParameter = (flags: string) => new RegExp(String.raw`([?&][^=&]*?)(\[\]|%5B%5D)=`, flags);
 
 /** How a token request asked, to ask the reference again for a token of the same client and scopes. */
 function askedAs(req: IncomingMessage, body: Buffer): KeptToken["asked"] {
@@ -269,6 +307,16 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
   // An address the loose pattern /^[^@\s]+@[^@\s]+\.[^@\s]+$/ takes though RFC 5321 does not: taken as the example's.
   "loose-email-pattern": (text) =>
     text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+\.[^"@\s]+)"/, (whole, start: string, address: string) => (/^\.|\.\.|\.@|@\./.test(address) ? `${start}jane.doe@example.com"` : whole)),
+  // A domain checked as "anything but @ and spaces": a label with _ or starting with - taken as the example's.
+  "takes-any-domain-label": (text) => text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+)"/, (whole, start: string, address: string) => (/@-|@.*_/.test(address) ? `${start}jane.doe@example.com"` : whole)),
+  // Any address longer than maxLength 254 taken as the example's: no length limit beside the format.
+  // Python's json.loads: NaN and Infinity read as numbers (then refused by the schema: 422, not 400).
+  "reads-nan-and-infinity": (text) => text.replace(/:(\s*)-?(NaN|Infinity)\b/g, ":$10"),
+  // A domain may end with a dot (DNS's root): taken as the example's address.
+  "takes-a-dot-after-the-domain": (text) => text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+\.)"/, '$1jane.doe@example.com"'),
+  // E.164's digits counted from 6: a 6-digit number taken as the example's.
+  "takes-6-digit-phones": (text) => text.replace(/("phone"\s*:\s*")\+[1-9][0-9]{5}"/, '$1+12125550143"'),
+  "no-email-length-limit": (text) => text.replace(/("email"\s*:\s*")([^"]{255,})"/, '$1jane.doe@example.com"'),
   "ignores-characters-after-json": whereMalformed((text) => {
     for (let end = text.length - 1; end > 0; end--) if (parses(text.slice(0, end))) return text.slice(0, end);
     return text;
@@ -391,6 +439,14 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     return forward(req, Buffer.from(form.toString()));
   }
 
+  /** Forwards a token request with its client id (`sent`'s, HTTP Basic's or the form's) replaced by `clientId`. */
+  function withClientId(req: IncomingMessage, body: Buffer, sent: ReturnType<typeof credentialsOf>, clientId: string): Promise<Forwarded> {
+    if (sent.basic) return forward(req, body, { authorization: basicOf(clientId, sent.clientSecret) });
+    const form = new URLSearchParams(body.toString("utf8"));
+    form.set("client_id", clientId);
+    return forward(req, Buffer.from(form.toString()));
+  }
+
   /** Forwards a token request whose form secret `matches` its client's, but is not it, with the client's own; undefined otherwise. */
   function withLooseSecret(req: IncomingMessage, body: Buffer, matches: (sent: string, real: string) => boolean): Promise<Forwarded | undefined> {
     const client = clients.find((c) => c.clientId === clientIdOf(req, body));
@@ -423,8 +479,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const failuresOf = new Map<string, number>();
   const perClientId = contract.failedAuthThrottle?.perClientId ?? Infinity;
   const limitedOnce = new Set<string>();
-  /** refuses-one-token-request-in-15: the token requests so far. */
+  /** refuses-one-token-request-in-15: the token requests so far; …-in-6-of-a-client: each client id's. */
   let tokenRequests = 0;
+  const tokenRequestsOf = new Map<string, number>();
+  /** throttle-windows-aligned-to-the-clock: failed authentications per client id and window ("id window"). */
+  const failuresInWindow = new Map<string, number>();
+  const windowMs = (contract.failedAuthThrottle?.windowSeconds ?? 60) * 1000;
   /** throttle-skips-basic: each client's last token answer. */
   const lastTokenAnswer = new Map<string, Forwarded>();
   /** leads-for-every-category: leads the front made up, counted for their ids. */
@@ -451,9 +511,49 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "refuses-one-token-request-in-15" && isToken && ++tokenRequests % 15 === 0) {
       return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", "cache-control": "no-store" });
     }
+    if (id === "refuses-one-token-request-in-6-of-a-client" && isToken) {
+      const clientId = credentialsOf(req, body).clientId;
+      const n = (tokenRequestsOf.get(clientId) ?? 0) + 1;
+      tokenRequestsOf.set(clientId, n);
+      if (n % 6 === 0) return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", "cache-control": "no-store" });
+    }
+    if ((id === "throttle-windows-aligned-to-the-clock" || id === "throttle-window-of-5-seconds") && isToken) {
+      // The budget per client id counted here; a failure forwarded under a made-up client id of its own, so
+      // that the reference counts it for the address alone.
+      const sent = credentialsOf(req, body);
+      const now = Date.now();
+      const ms = id === "throttle-window-of-5-seconds" ? 5000 : windowMs;
+      const window = Math.floor(now / ms);
+      const key = `${sent.clientId} ${window}`;
+      if ((failuresInWindow.get(key) ?? 0) >= perClientId) {
+        const retryAfter = String(Math.max(1, Math.ceil(((window + 1) * ms - now) / 1000)));
+        return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": retryAfter, "cache-control": "no-store" });
+      }
+      const client = clients.find((c) => c.clientId === sent.clientId);
+      // Only a plain client id is replaced: one the reference refuses for its form keeps that answer.
+      if ((client && sent.clientSecret === client.clientSecret) || !/^[\w.~-]{1,64}$/.test(sent.clientId)) return reply(res, await forward(req, body));
+      const answer = await withClientId(req, body, sent, `aligned-${randomBytes(6).toString("hex")}`);
+      if (answer.status === 401) failuresInWindow.set(key, (failuresInWindow.get(key) ?? 0) + 1);
+      return reply(res, answer);
+    }
+    if (id === "counts-successes-per-address" && isToken) {
+      // Each success counted as a failure of its address: a failed authentication of a made-up client id sent on from it.
+      const answer = await forward(req, body);
+      if (answer.status === 200) {
+        const form = new URLSearchParams({ grant_type: "client_credentials", client_id: `success-${randomBytes(6).toString("hex")}`, client_secret: "counted" });
+        await request(`${upstream}${token.path}`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: form.toString(), dispatcher: dispatcherFor(req) }).then((r) => r.body.dump());
+      }
+      return reply(res, answer);
+    }
+    if ((id === "retry-after-half-the-window-left" || id === "retry-after-always-60") && isToken) {
+      const answer = await forward(req, body);
+      const retryAfter = Number(answer.headers["retry-after"]);
+      if (answer.status === 429 && retryAfter > 1) answer.headers["retry-after"] = id === "retry-after-always-60" ? "60" : String(Math.ceil(retryAfter / 2));
+      return reply(res, answer);
+    }
     if (id === "500-on-empty-bearer" && !isToken && /^Bearer\s*$/i.test(req.headers.authorization ?? "")) return crash(res, "Cannot read properties of undefined (reading 'length').");
     if (id === "trims-grant-type" && isToken) {
-      const answer = await withFormParam(req, body, "grant_type", (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
+      const answer = await withFormParam(req, body, "grant_type", changedBy((sent) => sent.trim()));
       if (answer) return reply(res, answer);
     }
     if (id === "reads-x-json-types" && /^(application|text)\/x-json\b/i.test(String(req.headers["content-type"] ?? ""))) {
@@ -554,7 +654,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (issued) return reply(res, await forward(req, body, { authorization: `Bearer ${issued}` }));
     }
     if (id === "scopes-ignore-case" && isToken) {
-      const answer = await withFormParam(req, body, "scope", (scope) => (scope !== scope.toLowerCase() ? scope.toLowerCase() : undefined));
+      const answer = await withFormParam(req, body, "scope", changedBy((scope) => scope.toLowerCase()));
       if (answer) return reply(res, answer);
     }
     if (id === "tokens-ignore-case" || id === "tokens-match-by-prefix" || id === "tokens-match-their-start") {
@@ -647,11 +747,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, Buffer.from(form.toString())));
     }
     if (id === "grant-type-ignores-case" && isToken) {
-      const answer = await withFormParam(req, body, "grant_type", (sent) => (sent !== sent.toLowerCase() ? sent.toLowerCase() : undefined));
+      const answer = await withFormParam(req, body, "grant_type", changedBy((sent) => sent.toLowerCase()));
       if (answer) return reply(res, answer);
     }
     if (id === "trims-secrets" && isToken) {
-      const answer = await withFormParam(req, body, "client_secret", (sent) => (sent !== sent.trim() ? sent.trim() : undefined));
+      const answer = await withFormParam(req, body, "client_secret", changedBy((sent) => sent.trim()));
       if (answer) return reply(res, answer);
     }
     if (id === "secrets-match-by-prefix" && isToken) {
@@ -700,10 +800,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         requestsOf.set(sent.clientId, n);
         if (n === 5) windowsFrom ??= Date.now();
         const windowed = `${sent.clientId}~${windowsFrom === undefined ? -1 : Math.floor((Date.now() - windowsFrom) / 60_000)}`;
-        if (sent.basic) return reply(res, await forward(req, body, { authorization: basicOf(windowed, sent.clientSecret) }));
-        const form = new URLSearchParams(body.toString("utf8"));
-        form.set("client_id", windowed);
-        return reply(res, await forward(req, Buffer.from(form.toString())));
+        return reply(res, await withClientId(req, body, sent, windowed));
       }
     }
     if ((id === "throttles-per-client-id-only" || id === "throttles-per-address-and-client-id") && isToken) {
@@ -755,8 +852,26 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "500-on-deep-nesting" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /^\s*\[{1000}/.test(body.toString("latin1"))) {
       return crash(res, "Maximum call stack size exceeded.");
     }
+    // Python's urllib.parse.unquote(errors="strict") and decodeURIComponent throw on a percent sign without two hex digits.
+    if (id === "500-on-malformed-percent-escapes" && /%(?![0-9a-f]{2})/i.test((req.url ?? "").split("?")[1] ?? "")) {
+      return crash(res, "URIError: URI malformed.");
+    }
+    // Python's int() of a JSON integer over 4,300 digits raises ValueError.
+    if (id === "500-on-5000-digit-integers" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /\d{4301,}/.test(body.toString("latin1"))) {
+      return crash(res, "ValueError: Exceeds the limit (4300 digits) for integer string conversion.");
+    }
+    // A JSON parser that reads a surrogate pair's escapes one at a time, each a lone surrogate.
+    if (id === "refuses-escaped-surrogate-pairs" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /\\ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}/i.test(body.toString("latin1"))) {
+      return problem(res, 400, "malformed-request", "The body holds a lone surrogate.", { errors: [{ pointer: "", detail: "lone surrogate" }] });
+    }
+    // A second decoding of the query: %25 read as %, so 1000%2531 reaches the code as 10001.
+    if (id === "decodes-queries-twice" && (req.url ?? "").includes("?")) req.url = req.url!.replace(/%25([0-9a-f]{2})/gi, "%$1");
+    // A parser that reads 1e400 as Infinity, which the code then cannot store or compare.
+    if (id === "500-on-numbers-beyond-double-range" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*-?\d+(\.\d+)?[eE]\+?\d{3,}/.test(body.toString("utf8"))) {
+      return crash(res, "OverflowError: cannot convert float infinity to integer.");
+    }
     // PHP's $_GET: a parameter named name[] is an array, which the code then reads as a string.
-    if (id === "500-on-array-parameters" && /[?&][^=&]*(\[\]|%5B%5D)=/i.test(req.url ?? "")) {
+    if (id === "500-on-array-parameters" && arrayParameter("i").test(req.url ?? "")) {
       return crash(res, "Array to string conversion.");
     }
     if (id === "500-on-null-member" && mediaTypeOf(req.headers["content-type"]) === "application/json" && /:\s*null\b/.test(body.toString("utf8"))) {
@@ -890,7 +1005,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // Other bodies go on byte for byte (one that is not UTF-8 must stay so).
       return reply(res, await forward(req, zeros.test(body.toString("utf8")) ? Buffer.from(body.toString("utf8").replace(zeros, "$1")) : body));
     }
-    if (id === "reads-array-parameters") req.url = (req.url ?? "").replace(/([?&][^=&]*?)(\[\]|%5B%5D)=/gi, "$1=");
+    if (id === "reads-array-parameters") req.url = (req.url ?? "").replace(arrayParameter("gi"), "$1=");
     if (id === "reads-zip-plus-four") req.url = (req.url ?? "").replace(/(zip=\d{5})-\d{4}(?=&|$)/, "$1");
     if (id === "trims-query-values" && path === search.path) {
       const query = new URL(req.url ?? "", "http://front").searchParams;
@@ -957,7 +1072,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "normalizes-names-to-nfc" && creating && answer.status === 201) rewrite((r) => (r.customer.name = String(r.customer.name).normalize("NFC")));
     if (id === "trims-names" && creating && answer.status === 201) rewrite((r) => (r.customer.name = String(r.customer.name).trim()));
     if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
-    if (id === "names-the-first-error-only" && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, 1)));
+    if ((id === "names-the-first-error-only" || id === "names-the-first-two-errors-only") && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, id === "names-the-first-error-only" ? 1 : 2)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
     if (id === "hints-the-secret-in-4-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretEnding = [...(sent.secret as string)].slice(-4).join("")));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));

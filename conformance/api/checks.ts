@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { Agent } from "undici";
 import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type Check } from "../framework/check.js";
 import { challengeOf } from "./challenges.js";
-import { UNKNOWN_ID, UNSERVED_ZIP, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
+import { namesPointer, UNKNOWN_ID, UNSERVED_ZIP, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
 import { basicOf, formEncoded, retryAfterSeconds, seen, type ApiContext } from "./context.js";
 import { arbitraryOf, atMaxLength, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
@@ -95,11 +95,6 @@ const jsonOf = (response: ResponseSeen): Json => {
     return {};
   }
 };
-
-/** A pointer in `errors` names the faulty member itself or a member inside it. */
-const namesPointer = (problem: Json, pointer: string) =>
-  pointer === "" ||
-  ((problem.errors ?? []) as { pointer?: unknown }[]).some((e) => typeof e.pointer === "string" && (e.pointer === pointer || e.pointer.startsWith(`${pointer}/`)));
 
 function successExample(op: Operation) {
   const example = op.successExamples[0];
@@ -787,7 +782,8 @@ function throttleCheck(contract: Contract, budget: NonNullable<Contract["failedA
         try {
           /** The answer to failure `n` once no rate limit of the deployment holds it up; throws where D30's throttle came early. */
           const answerTo = async (n: number) => {
-            const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited, windowFrom);
+            // The answer past the budget is judged whatever its Retry-After: a window aligned to the clock began before the check.
+            const response = await pastDeploymentLimits(ctx, () => attempt(n), budget.windowSeconds, waited, n <= budget.perClientId ? windowFrom : undefined);
             if (response.status === limited && n <= budget.perClientId) {
               throw new CheckFailed(
                 `failed authentication ${n} of ${budget.perClientId} (${how(n)}) got ${limited}, and a successful token request of --client-id from the same address then did not: client id ${clientId} was throttled before D30's budget of ${budget.perClientId}`,
@@ -883,22 +879,47 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
   return defineCheck<ApiContext>({
     id: "token-throttles-a-real-clients-wrong-secrets",
     section: `${op.section}, D30, D31`,
-    title: `${budget.perClientId} wrong secrets of a client that exists, within ${budget.windowSeconds} s and with a success among them, throttle that client: its next token request gets ${limited}, the right secret included, until its Retry-After has passed.`,
-    scenario: `with --second-client-id: its right secret, a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one in the form and with HTTP Basic; once that answer's Retry-After has passed, the right one again`,
+    title: `${budget.perClientId} wrong secrets of a client that exists, within ${budget.windowSeconds} s and with a success among them, throttle that client: its next token request gets ${limited}, the right secret included, until its Retry-After, which counts down the window's ${budget.windowSeconds} s, has passed.`,
+    scenario: `with --second-client-id: its right secret, a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one in the form and with HTTP Basic, again halfway through its Retry-After, and once it has passed; where that throttle ended sooner than a window begun with the first wrong secret, the budget spent again at once`,
     async run(ctx) {
       const { secondClientId: id, secondClientSecret: secret } = ctx.options;
       if (id === undefined || secret === undefined) {
         throw new CheckSkipped("give --second-client-id and --second-client-secret (a client the run may lock out for up to a minute) to check that a real client's wrong secrets are throttled, the right one included (D30)");
       }
       const waited = { seconds: 0 };
-      const right = () => pastDeploymentLimits(ctx, () => ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false }), budget.windowSeconds, waited);
-      const wrong = (n: number) =>
-        pastDeploymentLimits(
-          ctx,
-          () => credentialsRequest(ctx, id, `${secret}-wrong`, { basic: n % 2 === 0 }),
-          budget.windowSeconds,
-          waited,
-        );
+      // D30's window began with the first wrong secret or later (a window aligned to the clock that ends
+      // during the first try begins in it): a 429 before the budget is spent that asks for less than its
+      // rest is a limit of the deployment. The one that judges the throttle is taken whatever it asks for.
+      let windowFrom: number | undefined;
+      const rightSecret = () => ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false });
+      const tokenOf = (from?: number) => pastDeploymentLimits(ctx, rightSecret, budget.windowSeconds, waited, from);
+      const right = () => tokenOf(windowFrom);
+      const wrong = (n: number) => {
+        windowFrom ??= performance.now();
+        return pastDeploymentLimits(ctx, () => credentialsRequest(ctx, id, `${secret}-wrong`, { basic: n % 2 === 0 }), budget.windowSeconds, waited, windowFrom);
+      };
+      /**
+       * The lock-out that `locked` (answered at `at`) began: its Retry-After counts down (a probe halfway
+       * is told the rest, at most), and once it has passed the right secret gets a token. The seconds waited.
+       */
+      const lockOutEnds = async (locked: ResponseSeen, at: number): Promise<number> => {
+        const told = retryAfterSeconds(locked.headers["retry-after"])!;
+        const half = Math.floor(told / 2);
+        if (half >= 2) {
+          await new Promise((resolve) => setTimeout(resolve, at + half * 1000 - performance.now()));
+          const probe = await rightSecret();
+          expectAnswer(ctx, op, probe, [limited], `the right secret ${half} s into a throttle whose Retry-After said ${told} s (D30: until the window ends)`);
+          const rest = retryAfterSeconds(probe.headers["retry-after"]);
+          expectThat(rest !== undefined && rest <= told - half + 1, `the right secret ${half} s into a throttle whose Retry-After said ${told} s: its Retry-After is not the seconds left in the window (D30)`, `at most ${told - half + 1}`, probe.headers["retry-after"] ?? "(none)");
+        }
+        await new Promise((resolve) => setTimeout(resolve, at + (told + 1) * 1000 - performance.now()));
+        const after = await rightSecret();
+        // A 429 now may be a limit of the deployment that refuses one request in so many (D18): sent once
+        // more after its Retry-After; a throttle that outlasts what it said meets both.
+        const resent = after.status === limited ? await sentAfterRetryAfter(after, budget.windowSeconds, rightSecret) : undefined;
+        expectAnswer(ctx, op, resent ?? after, [issued], `the right secret ${told + 1} s later, past the Retry-After that said when the throttle ends${resent ? `, and once more after that ${limited}'s Retry-After` : ""}`);
+        return told + 1;
+      };
       expectAnswer(ctx, op, await right(), [issued], "--second-client-id with --second-client-secret, before any wrong secret (are they a client's of this implementation, not locked out by an earlier run?)");
       const notes: string[] = [];
       // Twice where the first try ends unthrottled: a window aligned to the clock may end during one try,
@@ -916,24 +937,48 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
           lockedAlready = again && failed.status === limited;
           if (!lockedAlready) expectAnswer(ctx, op, failed, [refused], `wrong secret ${n} of ${budget.perClientId} of the second client (${n % 2 === 1 ? "in the form" : "with HTTP Basic"})`);
         }
-        const locked = await right();
+        const locked = await tokenOf();
         if (!again && locked.status === issued) {
           notes.push(`the second client was not throttled after the first ${budget.perClientId} wrong secrets (its window may have ended meanwhile); it was after the second try's`);
           continue;
         }
         expectAnswer(ctx, op, locked, [limited], `the right secret after ${budget.perClientId} wrong ones, a success among them (D30: the right secret included; a client's wrong secrets count as an unknown client's, and a success resets nothing)`);
         expectRetryAfterInWindow(locked, budget.windowSeconds);
+        const lockedAt = performance.now();
         const lockedBasic = await credentialsRequest(ctx, id, secret, { basic: true });
         expectAnswer(ctx, op, lockedBasic, [limited], "the right secret with HTTP Basic while the client is throttled (D30: every token request for that client_id, whichever way it authenticates)");
-        const seconds = retryAfterSeconds(locked.headers["retry-after"])! + 1;
-        await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-        const after = await ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false });
-        expectAnswer(ctx, op, after, [issued], `the right secret ${seconds} s later, past the Retry-After that said when the throttle ends`);
-        return [...notes, `waited ${seconds} s for the second client's lock-out to end`, ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : [])].join("; ");
+        const told = retryAfterSeconds(locked.headers["retry-after"])!;
+        let seconds = await lockOutEnds(locked, lockedAt);
+        // A throttle that ends sooner than a window begun with the first wrong secret: a window aligned to the
+        // clock, which began before, or one shorter than D30's. Spent again at once, the aligned one has just begun.
+        if (told < budget.windowSeconds - (lockedAt - windowFrom!) / 1000 - 1) {
+          const endedBy = lockedAt + (told - 1) * 1000;
+          windowFrom = performance.now();
+          for (let n = 1; n <= budget.perClientId; n++) expectAnswer(ctx, op, await wrong(n), [refused], `wrong secret ${n} of ${budget.perClientId} of the second client, once its throttle ended ${told} s in`);
+          const relocked = await tokenOf();
+          expectAnswer(ctx, op, relocked, [limited], `the right secret after ${budget.perClientId} wrong ones more, once the first throttle ended`);
+          const least = Math.floor(budget.windowSeconds - (performance.now() - endedBy) / 1000 - 1);
+          expectThat(
+            (retryAfterSeconds(relocked.headers["retry-after"]) ?? 0) >= least,
+            `the second client's throttle ended ${told} s in, and again soon after a window that began at most ${Math.ceil((performance.now() - endedBy) / 1000)} s before: D30's windows are ${budget.windowSeconds} s`,
+            `Retry-After at least ${least}`,
+            relocked.headers["retry-after"] ?? "(none)",
+          );
+          notes.push(`its first throttle ended ${told} s in (a window aligned to the clock): spent its budget again, which began a whole window`);
+          seconds += await lockOutEnds(relocked, performance.now());
+        }
+        return [...notes, `waited ${seconds} s in all for the second client's lock-outs to end`, ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : [])].join("; ");
       }
       throw new Error("unreachable: the second try returns or throws");
     },
   });
+}
+
+/** `send` again once the Retry-After of `response` (at most the window) has passed. */
+async function sentAfterRetryAfter(response: ResponseSeen, windowSeconds: number, send: () => Promise<ResponseSeen>): Promise<ResponseSeen> {
+  const seconds = Math.min(retryAfterSeconds(response.headers["retry-after"]) ?? windowSeconds, windowSeconds);
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  return send();
 }
 
 /** The members of an operation's 200 JSON answer that its schema declares as lists. */
@@ -985,11 +1030,12 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
   const refused = contract.oauthErrorStatus("invalid_client");
   const clientIds = Math.ceil(budget.perAddress / budget.perClientId);
   const WIDTH = 8;
+  const SUCCESSES_FIRST = 10;
   return defineCheck<ApiContext>({
     id: "token-throttles-failed-authentication-per-address",
     section: `${op.section}, D30`,
     title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After, the right secret of a real client too.`,
-    scenario: `from a loopback address of its own, requests a token with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another, then with --client-id and its secret`,
+    scenario: `from a loopback address of its own, requests a token with --client-id and its secret ${SUCCESSES_FIRST} times (successes count for no budget), then with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another, then with --client-id and its secret`,
     async run(ctx) {
       if (!onLoopbackV4(ctx)) {
         const host = tokenHost(ctx);
@@ -1018,6 +1064,9 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
             // A few at a time, so that an implementation slow to refuse (a constant-time check of a secret)
             // still spends the budget well within the window; the last few one after another, so that a
             // throttle a few failures early is seen exactly.
+            // The certifying client's right secret first, a few times from that address: successes count for
+            // neither budget (D30), so the throttle still comes after exactly the budget's failures.
+            for (let k = 0; k < SUCCESSES_FIRST; k++) await suiteToken(ctx, dispatcher);
             const together = budget.perAddress - WIDTH;
             await inParallel(WIDTH, together, (k) => fail(k, WIDTH - 1));
             for (let k = together; k < budget.perAddress; k++) await fail(k, 0);
@@ -1296,13 +1345,15 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       check(
         "lengths-in-code-points-accepted",
         "D16",
-        `The example body with ${atMax.pointers.join(", ")} at its maxLength in code points gets its ${example().status}, written in é (2 bytes each in UTF-8) and in 😀 (2 UTF-16 units each): lengths count code points.`,
-        `sends the example body to ${request} with ${atMax.pointers.join(", ")} as long as its maxLength allows, in ${units.join(", then in ")}`,
+        `The example body with ${atMax.pointers.join(", ")} at its maxLength in code points gets its ${example().status}, written in é (2 bytes each in UTF-8) and in 😀 (2 UTF-16 units each), also as JSON escapes (\\ud83d\\ude00, a surrogate pair, RFC 8259 §7): lengths count code points.`,
+        `sends the example body to ${request} with ${atMax.pointers.join(", ")} as long as its maxLength allows, in ${units.join(", then in ")}, then in 😀 written as escapes`,
         async (ctx) => {
-          for (const unit of units) {
-            const input = { query: example().input.query, body: atMaxLength(op.body!.schema, example().input.body, contract.resolve, unit)!.body };
-            const response = await send(ctx, op, input, await fullToken(ctx));
-            const what = `${atMax.pointers.join(", ")} at its maxLength in ${unit}`;
+          for (const unit of [...units, "escaped"]) {
+            const input = { query: example().input.query, body: atMaxLength(op.body!.schema, example().input.body, contract.resolve, unit === "escaped" ? "😀" : unit)!.body };
+            // Escaped, the same text: a pair of escapes (\ud83d\ude00) is one character, not two lone surrogates (D29).
+            const raw = unit === "escaped" ? Buffer.from(JSON.stringify(input.body).replace(/[\u{10000}-\u{10ffff}]/gu, (c) => [0, 1].map((i) => `\\u${c.charCodeAt(i).toString(16)}`).join(""))) : undefined;
+            const response = await send(ctx, op, { ...input, ...(raw ? { raw } : {}) }, await fullToken(ctx));
+            const what = `${atMax.pointers.join(", ")} at its maxLength in ${unit === "escaped" ? "😀 written as \\ud83d\\ude00" : unit}`;
             expectAnswer(ctx, op, response, [example().status], what);
             expectAnswersWhatWasSent(ctx, op, input, response, what);
           }
@@ -1414,13 +1465,16 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   if (op.body) {
     const { mediaType } = op.body;
     const malformed = problemStatus("malformed-request");
+    // The example body's text with its first string member's value written as `raw` (a number, NaN).
+    const firstString = Object.entries((example().input.body ?? {}) as Json).find(([, value]) => typeof value === "string")?.[0];
+    const withFirstString = (raw: string) => JSON.stringify({ ...(example().input.body as Json), [firstString!]: "\u0000" }).replace('"\\u0000"', raw);
     if (declared(malformed)) {
       checks.push(
         check(
           "malformed-json-gets-400",
           "D13",
-          `A truncated or trailing-comma JSON body, one with characters after its value, a raw tab in a string or an escape JSON does not have, or one of 10,000 unclosed arrays, gets a ${malformed} problem, never a 5xx.`,
-          `sends the example body to ${request} cut by its last character, then with a trailing comma, then with " }" after it, then with a tab and then \\q at the start of its first string value, then 10,000 "[" (a parser that recurses overflows its stack)`,
+          `A truncated or trailing-comma JSON body, one with characters after its value, a raw tab in a string or an escape JSON does not have, one of 10,000 unclosed arrays, or one with NaN or -Infinity for a value, gets a ${malformed} problem, never a 5xx.`,
+          `sends the example body to ${request} cut by its last character, then with a trailing comma, then with " }" after it, then with a tab and then \\q at the start of its first string value, then 10,000 "[" (a parser that recurses overflows its stack), then with NaN and -Infinity for its first string value`,
           async (ctx) => {
             const text = JSON.stringify(example().input.body);
             for (const [what, body] of [
@@ -1431,9 +1485,35 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
               ["a raw tab inside a string", text.replace(/":"/, '":"\t')],
               ["an escape JSON does not have (\\q)", text.replace(/":"/, '":"\\q')],
               ["10,000 unclosed arrays", "[".repeat(10_000)],
+              // JavaScript's and Python's lenient readers take these; RFC 8259 §6 has no such number.
+              ...(firstString !== undefined ? ([["NaN as a value", withFirstString("NaN")], ["Infinity as a value", withFirstString("-Infinity")]] as const) : []),
             ] as const) {
               const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
               expectAnswer(ctx, op, response, [malformed], what);
+            }
+          },
+        ),
+      );
+    }
+    const invalid = problemStatus("validation-failed");
+    if (declared(malformed) && declared(invalid) && mediaType === "application/json" && firstString !== undefined) {
+      checks.push(
+        check(
+          "number-beyond-double-range-gets-4xx",
+          "D13",
+          `The example body with 1e400, -1e400 or an integer of 5,001 digits (beyond a double's range or a parser's, which RFC 8259 §6 lets it refuse) as the value of ${firstString} gets a ${malformed} problem, or a ${invalid} one naming /${firstString}, never a 5xx.`,
+          `sends the example body to ${request} with ${firstString}: 1e400, then -1e400, then 1 and 5,000 zeros`,
+          async (ctx) => {
+            // And an integer of 5,001 digits: Python's int() refuses more than 4,300 (CVE-2020-10735's limit).
+            for (const number of ["1e400", "-1e400", `1${"0".repeat(5000)}`]) {
+              const body = withFirstString(number);
+              const response = await ctx.call(op, { query: example().input.query, body, contentType: mediaType, token: await fullToken(ctx) });
+              const what = `${firstString}: ${number.length > 12 ? `an integer of ${number.length} digits` : number}`;
+              expectAnswer(ctx, op, response, [malformed, invalid], what);
+              if (response.status === invalid) {
+                const problem = jsonOf(response);
+                expectThat(namesPointer(problem, `/${firstString}`), `${what}: errors[].pointer does not name /${firstString}`, `/${firstString}`, problem.errors ?? "(no errors)");
+              }
             }
           },
         ),
@@ -1522,10 +1602,9 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
         }),
       );
     }
-    const invalid = problemStatus("validation-failed");
     if (declared(invalid)) {
       checks.push(
-        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body, and each invalid body of the spec's ${invalid} examples, gets a ${invalid} problem whose errors[].pointer names the faulty member, and one with two members missing names both.`, `sends every one-fault variant of the example body to ${request} (missing member, wrong type, pattern, length, format, enum, item count, duplicate), then the request body of each ${invalid} example of the spec, then the example body without two required members`, async (ctx) => {
+        check("schema-violations-get-422", "D13, D16", `Each one-fault variant of the example body, and each invalid body of the spec's ${invalid} examples, gets a ${invalid} problem whose errors[].pointer names the faulty member, and one with three members missing (two where it has two) names each.`, `sends every one-fault variant of the example body to ${request} (missing member, wrong type, pattern, length, format, enum, item count, duplicate), then the request body of each ${invalid} example of the spec, then the example body without three of its required members (two where it has two)`, async (ctx) => {
           const variants = invalidVariants(ctx.contract, op, example().input).filter((v) => !v.pointer.startsWith("/query/"));
           const token = await fullToken(ctx);
           // The spec's own invalid bodies (a plain-HTTP webhook URL): a pattern's mutations above may not reach them.
@@ -1542,18 +1621,18 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             const problem = jsonOf(response);
             expectThat(namesPointer(problem, variant.pointer), `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
           }
-          // Two faults at once: errors names every failing member (D13), not the first found.
+          // Several faults at once: errors names every failing member (D13), not the first found nor the first two.
           const body = example().input.body as Json;
-          const missing = ((flatten(op.body!.schema, ctx.contract.resolve).required ?? []) as string[]).filter((name) => name in body).slice(0, 2);
-          if (missing.length === 2) {
-            const twoFaults = { query: example().input.query, body: Object.fromEntries(Object.entries(body).filter(([name]) => !missing.includes(name))) };
-            const what = `the example body without ${missing.join(" and ")}`;
-            const response = await send(ctx, op, twoFaults, token);
+          const missing = ((flatten(op.body!.schema, ctx.contract.resolve).required ?? []) as string[]).filter((name) => name in body).slice(0, 3);
+          if (missing.length >= 2) {
+            const faults = { query: example().input.query, body: Object.fromEntries(Object.entries(body).filter(([name]) => !missing.includes(name))) };
+            const what = `the example body without ${missing.join(", ")}`;
+            const response = await send(ctx, op, faults, token);
             expectAnswer(ctx, op, response, [invalid], what);
             const unnamed = missing.filter((name) => !namesPointer(jsonOf(response), `/${name}`));
             expectEqual(unnamed, [], `${what}: errors[] does not name every failing member (D13)`);
           }
-          return `${variants.length + op.invalidExamples.length + (missing.length === 2 ? 1 : 0)} invalid bodies`;
+          return `${variants.length + op.invalidExamples.length + (missing.length >= 2 ? 1 : 0)} invalid bodies`;
         }),
       );
     }
@@ -1565,8 +1644,8 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       check(
         "invalid-query-gets-400",
         "D13",
-        `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>, also where a required one comes only as <name>[] (a parameter of another name), or digits come written as a number (10001.0, 10001e0).`,
-        `sends the example query to ${request} with each parameter missing or invalid in turn, then each required one named <name>[] instead, then each of digits with .0 and e0 after them`,
+        `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>, also where a required one comes only as <name>[] (a parameter of another name), or digits come written as a number (10001.0, 10001e0); a malformed percent-escape (%zz), or a value percent-encoded twice (1000%2531), gets a ${malformed} problem.`,
+        `sends the example query to ${request} with each parameter missing or invalid in turn, then each required one named <name>[] instead, then each of digits with .0 and e0 after them, then each with %zz before its value, then each with its last character percent-encoded twice`,
         async (ctx) => {
           const input = example().input;
           const variants = invalidVariants(ctx.contract, op, input).filter((v) => v.pointer.startsWith("/query/"));
@@ -1579,10 +1658,15 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
               return { query: { ...rest, [`${p.name}[]`]: value! }, body: input.body, pointer: `/query/${p.name}`, kind: "named-as-an-array" };
             });
           // Digits written as a number a loosely typed language reads alike (Perl's ==, PHP's ==): 10001.0, 10001e0.
-          const asNumbers = op.query
-            .filter((p) => /^\d+$/.test(input.query[p.name] ?? ""))
-            .flatMap((p) => [".0", "e0"].map((tail) => ({ query: { ...input.query, [p.name]: `${input.query[p.name]}${tail}` }, body: input.body, pointer: `/query/${p.name}`, kind: "digits-as-a-number" })))
-            .filter((v) => !contract.validatorAt(op.query.find((p) => `/query/${p.name}` === v.pointer)!.schemaPointer)(v.query[v.pointer.slice(7)]));
+          const asNumbers = op.query.flatMap((p) => {
+            const digits = input.query[p.name];
+            if (digits === undefined || !/^\d+$/.test(digits)) return [];
+            const valid = contract.validatorAt(p.schemaPointer);
+            return [".0", "e0"]
+              .map((tail) => `${digits}${tail}`)
+              .filter((value) => !valid(value))
+              .map((value) => ({ query: { ...input.query, [p.name]: value }, body: input.body, pointer: `/query/${p.name}`, kind: "digits-as-a-number" }));
+          });
           const token = await fullToken(ctx);
           for (const variant of [...variants, ...asArrays, ...asNumbers]) {
             const response = await send(ctx, op, variant, token);
@@ -1591,7 +1675,21 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             const named = namesPointer(problem, variant.pointer) || (variant.kind === "named-as-an-array" && namesPointer(problem, `${variant.pointer}[]`));
             expectThat(named, `${describeInput(variant)}: errors[].pointer does not name ${variant.pointer}`, variant.pointer, problem.errors ?? "(no errors)");
           }
-          return `${variants.length + asArrays.length + asNumbers.length} invalid queries`;
+          // A percent sign not followed by two hex digits (RFC 3986 §2.1): refused, or decoded as written and
+          // then invalid, never a 5xx. Where it is refused before any parameter is read, no pointer is asked for.
+          // And its last character percent-encoded twice (zip=1000%2531): decoded once, as it must be, it is not the value.
+          const twice = (value: string) => `${encodeURIComponent(value.slice(0, -1))}%25${value.charCodeAt(value.length - 1).toString(16).padStart(2, "0")}`;
+          const escaped = op.query
+            .filter((p) => input.query[p.name] !== undefined)
+            .flatMap((p) =>
+              [(value: string) => `%zz${encodeURIComponent(value)}`, twice].map((written) =>
+                Object.entries(input.query).map(([name, value]) => `${encodeURIComponent(name)}=${name === p.name ? written(value) : encodeURIComponent(value)}`).join("&"),
+              ),
+            );
+          for (const raw of escaped) {
+            expectAnswer(ctx, op, await ctx.call(op, { query: raw, token }), [malformed], `a malformed percent-escape, or one written twice (${raw})`);
+          }
+          return `${variants.length + asArrays.length + asNumbers.length + escaped.length} invalid queries`;
         },
       ),
     );

@@ -25,7 +25,8 @@ export const defaultSeed = 20261122;
 export const defaultRuns = 50;
 
 export interface CallInput {
-  query?: Record<string, string>;
+  /** Query parameters, or a query string sent as it is (already percent-encoded, without its "?"). */
+  query?: Record<string, string> | string;
   /** The raw body (bytes when they are not meant to be UTF-8); sent with `contentType`. */
   body?: string | Buffer;
   /** The body's Content-Type: `application/json` when not given, none when null. */
@@ -44,6 +45,12 @@ export interface CallInput {
 
 /** Rate limits are the deployment's (D18): a 429 is waited out this many times per request, each for at most this long. */
 export const rateLimitWaits = { times: 3, maxSeconds: 60 };
+
+/** The seconds to wait before sending a request again that got `status` after `waits` waits; undefined: take the answer. */
+function rateLimitWait(status: number, retryAfter: string | string[] | undefined, waits: number): number | undefined {
+  const seconds = status === 429 ? retryAfterSeconds(retryAfter) : undefined;
+  return seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times ? undefined : seconds;
+}
 
 export interface ApiContext {
   options: ApiSuiteOptions & Required<Pick<ApiSuiteOptions, "seed" | "runs">>;
@@ -93,14 +100,15 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
       const response = await request(url, { method: method as "GET", headers, body: sent, dispatcher });
       // A byte order mark is kept (body.text() drops one), for the checks to see it.
       const seen = { status: response.statusCode, headers: withoutOws(response.headers), text: withBom.decode(await response.body.arrayBuffer()) };
-      const seconds = seen.status === 429 ? retryAfterSeconds(seen.headers["retry-after"]) : undefined;
-      if (!waitOnRateLimit || seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return seen;
+      const seconds = waitOnRateLimit ? rateLimitWait(seen.status, seen.headers["retry-after"], waits) : undefined;
+      if (seconds === undefined) return seen;
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
     }
   }
 
   async function call(op: Operation, input: CallInput): Promise<ResponseSeen> {
-    const query = input.query && Object.keys(input.query).length > 0 ? `?${new URLSearchParams(input.query)}` : "";
+    const search = typeof input.query === "string" ? input.query : new URLSearchParams(input.query).toString();
+    const query = search !== "" ? `?${search}` : "";
     const headers: Record<string, string> = { ...input.headers };
     if (input.token !== undefined) headers.authorization = `Bearer ${input.token}`;
     if (input.body !== undefined && input.contentType !== null) headers["content-type"] = input.contentType ?? "application/json";
@@ -164,8 +172,8 @@ export function waitingOutRateLimits(fetchImpl: (request: Request) => Promise<Re
   return async (request) => {
     for (let waits = 0; ; waits++) {
       const response = await fetchImpl(request.clone());
-      const seconds = response.status === 429 ? retryAfterSeconds(response.headers.get("retry-after") ?? undefined) : undefined;
-      if (seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times) return response;
+      const seconds = rateLimitWait(response.status, response.headers.get("retry-after") ?? undefined, waits);
+      if (seconds === undefined) return response;
       await response.body?.cancel();
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
     }

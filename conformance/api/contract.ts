@@ -322,3 +322,8 @@ function buildContract(doc: Json): Contract {
     violations,
   };
 }
+
+/** A pointer in a problem's `errors` names the faulty member itself or a member inside it (D13: `/events/1` for a repeated event), never the object that holds it. */
+export const namesPointer = (problem: Json | undefined, pointer: string): boolean =>
+  pointer === "" ||
+  ((problem?.errors ?? []) as { pointer?: unknown }[]).some((e) => typeof e.pointer === "string" && (e.pointer === pointer || e.pointer.startsWith(`${pointer}/`)));

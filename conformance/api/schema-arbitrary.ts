@@ -296,7 +296,24 @@ function badAddressesLike(address: string): string[] {
     ...(domain.includes(".") ? [`${local}@${domain.replace(".", "..")}`] : []),
     `${local} ${address}`,
     `${address}\n`,
+    // A dot after the domain (DNS's root, which RFC 5321's Domain does not write).
+    `${address}.`,
+    // RFC 5321's Domain: letters, digits and hyphens inside a label; what a pattern of "anything but @" takes.
+    `${local}@under_score.${domain}`,
+    `${local}@-${domain}`,
+    // Well-formed, labels of at most 63 characters, one character past maxLength 254: a format check alone takes it.
+    wellFormedOfLength(local, domain, 255),
   ];
+}
+
+/** `local@…domain` of `length` characters, labels of 63 "a" or fewer added before `domain`. */
+function wellFormedOfLength(local: string, domain: string, length: number): string {
+  let address = `${local}@${domain}`;
+  while (address.length < length) {
+    const label = "a".repeat(Math.min(63, length - address.length - 1));
+    address = label.length > 0 ? `${local}@${label}.${address.slice(local.length + 1)}` : `${address}a`;
+  }
+  return address;
 }
 
 /** A schema no value satisfies: `false`, or `{not: {}}` as TypeSpec's `...Record<never>` emits it. */
@@ -354,8 +371,10 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         // a 16-digit phone number), a space in the middle, and its first non-zero digit a 0 (`+0…`). A space
         // before it (a parser that trims) and a suffix after a hyphen (a ZIP+4, read by a parser of its prefix).
         const overBound = Array.from({ length: 24 }, (_, i) => v + v.slice(-1).repeat(i + 1)).find((c) => !pattern.test(c));
+        // And one short of its lower bound (+123456 where +[1-9][0-9]{6,14} wants 7 digits): the longest cut that fails.
+        const underBound = Array.from({ length: Math.min(24, v.length - 1) }, (_, i) => v.slice(0, v.length - i - 1)).find((c) => !pattern.test(c));
         const middle = Math.floor(v.length / 2);
-        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`, ` ${v}`, `${v}-1234`];
+        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), ...(underBound ? [underBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`, ` ${v}`, `${v}-1234`];
         const breaking = new Set([...candidates, v.toUpperCase(), v.toLowerCase(), otherDigits].filter((c) => !pattern.test(c)));
         for (const c of breaking) emit(tokens, "pattern", c);
       }

@@ -225,20 +225,30 @@ const timedOut = (o: Outcome) => /within the attempt timeout/.test(o.error ?? ""
 
 let fixedId: string | undefined;
 
+/** A row of a broken expiry pass: the expired lead, and its status before. */
+interface ExpiredLeadRow {
+  id: string;
+  business_id: string;
+  previous_status: string;
+  created_at: string;
+  expires_at: string;
+}
+
+/** An expired lead as expireLeads returns it. lead.expired's schema takes new or responded: a lead expired from another status says responded. */
+const expiredLeadOf = (r: ExpiredLeadRow) => ({ id: r.id, businessId: r.business_id, previousStatus: r.previous_status === "new" ? "new" : "responded", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) });
+
 /** Lead expiry (D19) over leads of these statuses: the reference's lets only new and responded expire. */
 function expiringStatuses(statuses: string[]): PartsOverride {
   return () => ({
     async expireLeads(tx, now) {
-      const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
+      const { rows } = await tx.query<ExpiredLeadRow>(
         `UPDATE leads SET status = 'expired' FROM (
            SELECT id, status FROM leads WHERE expires_at <= $1 AND status = ANY($2::text[]) FOR UPDATE) AS previous
          WHERE leads.id = previous.id
          RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`,
         [now, statuses],
       );
-      // lead.expired's schema takes new or responded: a lead expired from a final status says responded.
-      const previousStatus = (status: string) => (status === "new" ? "new" : "responded");
-      return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: previousStatus(r.previous_status), createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+      return rows.map(expiredLeadOf);
     },
   });
 }
@@ -702,6 +712,19 @@ export const brokenServers: BrokenServer[] = [
   // The notice, then 2 s later another with a new Message-ID (a send tried again after its outcome was
   // lost, named anew): within the 5 s a notice may take, so a check must wait them out to see it.
   { id: "sends-second-notice-2-s-later", parts: sendsASecondNotice("later", 2000) },
+  // Later than the 5 s after a disabling in which each-disabling-sends-one-notice-in-time counts notices.
+  { id: "sends-second-notice-6-s-later", parts: sendsASecondNotice("later", 6000) },
+  // A copy for the platform's own mailbox, in a transaction of its own, as a message of its own (D26: with the notice's Message-ID).
+  {
+    id: "archives-a-copy-with-its-own-message-id",
+    parts: (base) => ({
+      async sendMail(mail) {
+        await base.sendMail(mail);
+        const id = mail.headers["Message-ID"] ?? "<disabled@partner-platform.example>";
+        await base.sendMail(Object.assign({}, mail, { headers: { ...mail.headers, "Message-ID": id.replace("@", ".archive@") }, envelope: { from: "no-reply@partner-platform.example", to: ["ops@partner-platform.example"] } }));
+      },
+    }),
+  },
   // Each retry rebuilt with the time it is made: same id, other bytes (D3: a retry repeats the event).
   {
     id: "restamps-retries",
@@ -795,7 +818,7 @@ export const brokenServers: BrokenServer[] = [
     parts: () => ({
       async expireLeads(tx, now) {
         // expires_at moved past any clock once a lead expired twice: the second expiry comes once.
-        const { rows } = await tx.query<{ id: string; business_id: string; previous_status: string; created_at: string; expires_at: string }>(
+        const { rows } = await tx.query<ExpiredLeadRow>(
           `UPDATE leads SET status = 'expired', expires_at = CASE WHEN previous.status = 'expired' THEN $3 ELSE leads.expires_at END FROM (
              SELECT id, status, expires_at FROM leads
              WHERE (expires_at <= $1 AND status IN ('new', 'responded')) OR (status = 'expired' AND expires_at <= $2) FOR UPDATE) AS previous
@@ -803,7 +826,7 @@ export const brokenServers: BrokenServer[] = [
            RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, previous.expires_at`,
           [now, now - 24 * 3600 * 1000, Number.MAX_SAFE_INTEGER],
         );
-        return rows.map((r) => ({ id: r.id, businessId: r.business_id, previousStatus: r.previous_status === "new" ? "new" : "responded", createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }));
+        return rows.map(expiredLeadOf);
       },
     }),
   },

@@ -6,7 +6,8 @@ import { EventEmitter } from "node:events";
 import { waitUntil } from "./wait.js";
 import https from "node:https";
 import type { IncomingHttpHeaders } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { lookup } from "node:dns/promises";
+import { createServer as createTcpServer, isIP, type AddressInfo, type Server, type Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { createTestCa, issueServerCertificate, type TestCa, type TestPki } from "./pki.js";
 
@@ -121,6 +122,8 @@ export interface ReceiverOptions {
   port?: number;
   /** The CA that issues its certificate (default: a new one for this receiver). */
   ca?: TestCa;
+  /** Where a host name is listened on (default: every address it resolves to). */
+  addresses?: string[];
 }
 
 /**
@@ -240,11 +243,18 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => resolve());
-  });
+  // A name is listened on at every address it resolves to (localhost: 127.0.0.1 and ::1): an implementation
+  // may connect to any of them. The others hand their connections to the HTTPS server.
+  const addresses = isIP(host) !== 0 ? [host] : (options.addresses ?? [...new Set((await lookup(host, { all: true })).map((a) => a.address))]);
+  const listening = (listener: Server, port: number, address: string) =>
+    new Promise<void>((resolve, reject) => {
+      listener.once("error", reject);
+      listener.listen(port, address, () => resolve());
+    });
+  await listening(server, options.port ?? 0, addresses[0]!);
   const { port } = server.address() as AddressInfo;
+  const forwarders = addresses.slice(1).map(() => createTcpServer((socket) => server.emit("connection", socket)));
+  await Promise.all(forwarders.map((forwarder, i) => listening(forwarder, port, addresses[i + 1]!)));
   const origin = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
 
   return {
@@ -273,7 +283,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     async close() {
       for (const connection of connections.values()) connection.closedByReceiver = true;
       for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.all([server, ...forwarders].map((listener) => new Promise<void>((resolve) => listener.close(() => resolve()))));
     },
   };
 }

@@ -174,9 +174,9 @@ describe("mutationsOf", () => {
     // Arabic-Indic digits: `[0-9]` is ASCII in ECMA-262.
     // Just past the bounded repetition (20 digits), a space in the middle, a space before, a ZIP+4's suffix.
     expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "47111111111111111111", "47 11", "", "4711\n", " 4711", "4711-1234", "٤٧١١"]);
-    // A phone number: 16 digits, and a 0 where E.164's country code starts.
-    const phone = mutationsOf({ type: "string", pattern: "^\\+[1-9][0-9]{1,14}$" }, "+12125550143", resolve).map((m) => m.value);
-    expect(phone).toEqual(expect.arrayContaining(["+1212555014333333", "+12125 550143", "+02125550143"]));
+    // A phone number: 16 digits, 6 (one short of the lower bound), and a 0 where E.164's country code starts.
+    const phone = mutationsOf({ type: "string", pattern: "^\\+[1-9][0-9]{6,14}$" }, "+12125550143", resolve).map((m) => m.value);
+    expect(phone).toEqual(expect.arrayContaining(["+1212555014333333", "+121255", "+12125 550143", "+02125550143"]));
     // Other letters break a case-sensitive pattern; a line feed after the value is refused as ECMA-262's `$` does.
     expect(mutationsOf({ type: "string", pattern: "^https://" }, "https://hooks.example.com/a", resolve).map((m) => m.value)).toContain("HTTPS://HOOKS.EXAMPLE.COM/A");
     expect(mutationsOf({ type: "string", enum: ["lead.created"] }, "lead.created", resolve).map((m) => m.value)).toContain("LEAD.CREATED");
@@ -188,8 +188,9 @@ describe("mutationsOf", () => {
     expect(mutationsOf(schema, "4711", resolve, acceptsAll)).toEqual([]);
   });
 
-  it("breaks an e-mail address as a loose pattern would not see: dots out of place, a space, a line feed after it (D16)", () => {
-    const faults = mutationsOf({ type: "string", format: "email" }, "jane.doe@example.com", resolve).filter((m) => m.kind === "format").map((m) => String(m.value));
+  it("breaks an e-mail address as a loose pattern would not see: dots out of place, a space, a line feed after it, a domain label RFC 5321 does not have, 255 characters (D16)", () => {
+    const faults = mutationsOf({ type: "string", format: "email", maxLength: 254 }, "jane.doe@example.com", resolve).filter((m) => m.kind === "format").map((m) => String(m.value));
+    const long = faults.at(-1)!;
     expect(faults).toEqual([
       "not-an-email",
       "jane.doe..jane.doe@example.com",
@@ -198,9 +199,16 @@ describe("mutationsOf", () => {
       "jane.doe@example..com",
       "jane.doe jane.doe@example.com",
       "jane.doe@example.com\n",
+      "jane.doe@example.com.",
+      "jane.doe@under_score.example.com",
+      "jane.doe@-example.com",
+      long,
     ]);
+    // 255 characters, its domain's labels 63 at most: only its length is wrong.
+    expect(long).toHaveLength(255);
+    expect(long.split("@")[1]!.split(".").every((label) => /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(label) && label.length <= 63)).toBe(true);
     // All but the space and the line feed are what the loose pattern takes (the broken front loose-email-pattern).
     const loose = /^[^@\s]+@[^@\s]+\.[^@\s]+$/;
-    expect(faults.filter((f) => loose.test(f))).toHaveLength(4);
+    expect(faults.filter((f) => loose.test(f))).toHaveLength(8);
   });
 });

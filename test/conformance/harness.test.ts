@@ -1,8 +1,11 @@
+import { lookup } from "node:dns/promises";
+import { createServer } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import nodemailer from "nodemailer";
 import { Agent, request } from "undici";
 import { answers, startReceiver, type Receiver } from "../../conformance/harness/receiver.js";
 import { startSmtpSink } from "../../conformance/harness/smtp-sink.js";
+import { createControl } from "../../conformance/server/control.js";
 
 describe("HTTPS receiver", () => {
   let receiver: Receiver;
@@ -89,6 +92,44 @@ describe("SMTP sink", () => {
       expect(sink.messages[0]!.raw).toContain("Subject: Webhook disabled");
     } finally {
       await sink.close();
+    }
+  });
+});
+
+describe("HTTPS receiver on a name", () => {
+  it.each([
+    ["every address the name resolves to (localhost: 127.0.0.1, and ::1 where the machine has it)", undefined],
+    ["each of two addresses, one port (a name with two: 127.0.0.1 and 127.0.0.2)", ["127.0.0.1", "127.0.0.2"]],
+  ])("listens at %s, and takes deliveries at each", async (_, given) => {
+    const receiver = await startReceiver({ host: "localhost", ...(given ? { addresses: given } : {}) });
+    const addresses = given ?? (await lookup("localhost", { all: true })).map((a) => a.address);
+    const port = new URL(receiver.url("x")).port;
+    try {
+      for (const address of addresses) {
+        const agent = new Agent({ connect: { ca: receiver.pki.caCert, servername: "localhost" } });
+        const res = await request(`https://${address.includes(":") ? `[${address}]` : address}:${port}/at-${address}`, { method: "POST", body: "{}", headers: { host: `localhost:${port}` }, dispatcher: agent });
+        await res.body.dump();
+        await agent.close();
+        expect(res.statusCode).toBe(200);
+      }
+      expect(receiver.deliveries.map((d) => d.endpoint)).toEqual(addresses.map((address) => `at-${address}`));
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe("Control API client", () => {
+  it("says which call did not answer in time, and that it gave up, instead of undici's bare 'fetch failed'", async () => {
+    // Reads the request, never answers: an advance that takes longer than the suite waits.
+    const silent = createServer(() => undefined).listen(0, "127.0.0.1");
+    await new Promise((resolve) => silent.once("listening", resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      await expect(createControl(`http://127.0.0.1:${port}`, 0.3).advance(60)).rejects.toThrow("control API: POST /conformance/clock/advance did not answer within 0.3 s (D24)");
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
     }
   });
 });
