@@ -76,13 +76,21 @@ export function connectionTo(url: string, trust: ReturnType<typeof tlsTrust>): D
   return new Client(new URL(url).origin, trust ? { connect: trust } : {});
 }
 
-/**
- * undici's "bad response" with what is likeliest behind it: a `100 Continue` that the delivery never
- * asked for, which undici refuses (D52). Other messages as they are.
- */
+/** undici's messages for answers it cannot read, with what is likeliest behind each (D52). */
+const answerErrors: [RegExp, string][] = [
+  [/^bad response\b/, "not one HTTP/1.1 answer (an unasked 100 Continue is refused, D52)"],
+  [/^Response body length does not match content-length header\b/, "the body is not as long as its Content-Length, or whitespace follows the Content-Length value, which undici does not read (D52)"],
+  [/^Headers Overflow Error\b/, "the answer's header section is over 16 KiB, more than undici reads (D52)"],
+];
+
+/** An undici error message with what is likeliest behind it; other messages as they are. */
 export function explainedAnswerError(message: string): string {
-  return /^bad response\b/.test(message) ? `${message}: not one HTTP/1.1 answer (an unasked 100 Continue is refused, D52)` : message;
+  const known = answerErrors.find(([pattern]) => pattern.test(message));
+  return known ? `${message}: ${known[1]}` : message;
 }
+
+/** Past this much of an answer's body its status decides; the rest is not read (D6). */
+export const MAX_ANSWER_BYTES = 128 * 1024;
 
 /** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */
 export async function deliver(url: string, body: Buffer, options: DeliverOptions): Promise<DeliveryOutcome> {
@@ -99,8 +107,22 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
       signal: AbortSignal.timeout(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000),
       ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
     });
-    await response.body.dump();
     const status = response.statusCode;
+    // D6: an answer is complete when its body has ended (a 2xx cut short is a failed attempt); past
+    // 128 KiB its status decides.
+    let received = 0;
+    try {
+      for await (const chunk of response.body) {
+        received += (chunk as Buffer).length;
+        if (received > MAX_ANSWER_BYTES) break;
+      }
+    } catch (error) {
+      // A refusal cut short is a refusal all the same.
+      if (status < 200 || status >= 300) return { status, latencyMs: performance.now() - start, ok: false };
+      const e = error as Error & { code?: string };
+      const why = e.name === "TimeoutError" || e.name === "AbortError" ? `it had not ended after ${(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000) / 1000} s` : explainedAnswerError(e.message);
+      return { latencyMs: performance.now() - start, error: `HTTP ${status}, but its body did not end (${why}): an answer is complete when its body has ended (D6)`, ok: false };
+    }
     return { status, latencyMs: performance.now() - start, ok: status >= 200 && status < 300 };
   } catch (error) {
     const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };

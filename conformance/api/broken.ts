@@ -128,6 +128,7 @@ export const brokenApis = [
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
   { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
   { id: "hints-the-secret-in-4-characters", description: "A registered webhook is answered with a secretEnding member: the last 4 characters of its secret, as consoles show a key's (D16: never returned, nor a part)." },
+  { id: "hints-the-secret-in-3-characters", description: "A registered webhook is answered with a secretHint member: \"…\" and the last 3 characters of its secret (D16: never returned, nor a part)." },
   { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
   { id: "unescaped-pointers", description: "Writes errors[].pointer by joining member names with / as they are: a member named secret~/v2 is /secret~/v2, not /secret~0~1v2 (RFC 6901 §3)." },
   { id: "quotes-the-secret-in-problems", description: "A refused registration's problem quotes the secret that was sent in its detail (D16: never returned)." },
@@ -170,6 +171,11 @@ export const brokenApis = [
     description: "A throttled token request's Retry-After is half the seconds left in D30's window: a client that waits as it says is refused again.",
   },
   { id: "throttles-address-after-295-failures", description: "The token endpoint throttles an address after 295 failed authentications a minute, a few before D30's budget of 300." },
+  { id: "tokens-die-after-30-seconds", description: "A token is refused (401 invalid_token) once it is 30 s old, though expires_in says 3600 (D11)." },
+  {
+    id: "rate-limits-with-an-http-date",
+    description: "The first request to each operation gets 429 with Retry-After as an HTTP-date 2 s ahead (RFC 9110 allows it; the contract's 429 says seconds, D13).",
+  },
 ] as const satisfies readonly BrokenApi[];
 
 /** Fronts that change the reference server's answers only in ways the contract allows: the suite must certify each. */
@@ -250,7 +256,12 @@ interface KeptToken {
 }
 
 /** A replacement for withFormParam: what `change` makes of a value, where that differs from it. */
-const changedBy = (change: (sent: string) => string) => (sent: string): string | undefined => (change(sent) !== sent ? change(sent) : undefined);
+const changedBy =
+  (change: (sent: string) => string) =>
+  (sent: string): string | undefined => {
+    const changed = change(sent);
+    return changed !== sent ? changed : undefined;
+  };
 
 /** A query parameter named name[] (PHP's and Rails' array syntax), the name before the brackets in group 1. */
 const arrayParameter = (flags: string) => new RegExp(String.raw`([?&][^=&]*?)(\[\]|%5B%5D)=`, flags);
@@ -309,13 +320,13 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
     text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+\.[^"@\s]+)"/, (whole, start: string, address: string) => (/^\.|\.\.|\.@|@\./.test(address) ? `${start}jane.doe@example.com"` : whole)),
   // A domain checked as "anything but @ and spaces": a label with _ or starting with - taken as the example's.
   "takes-any-domain-label": (text) => text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+)"/, (whole, start: string, address: string) => (/@-|@.*_/.test(address) ? `${start}jane.doe@example.com"` : whole)),
-  // Any address longer than maxLength 254 taken as the example's: no length limit beside the format.
   // Python's json.loads: NaN and Infinity read as numbers (then refused by the schema: 422, not 400).
   "reads-nan-and-infinity": (text) => text.replace(/:(\s*)-?(NaN|Infinity)\b/g, ":$10"),
   // A domain may end with a dot (DNS's root): taken as the example's address.
   "takes-a-dot-after-the-domain": (text) => text.replace(/("email"\s*:\s*")([^"@\s]+@[^"@\s]+\.)"/, '$1jane.doe@example.com"'),
   // E.164's digits counted from 6: a 6-digit number taken as the example's.
   "takes-6-digit-phones": (text) => text.replace(/("phone"\s*:\s*")\+[1-9][0-9]{5}"/, '$1+12125550143"'),
+  // Any address longer than maxLength 254 taken as the example's: no length limit beside the format.
   "no-email-length-limit": (text) => text.replace(/("email"\s*:\s*")([^"]{255,})"/, '$1jane.doe@example.com"'),
   "ignores-characters-after-json": whereMalformed((text) => {
     for (let end = text.length - 1; end > 0; end--) if (parses(text.slice(0, end))) return text.slice(0, end);
@@ -471,6 +482,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   let windowsFrom: number | undefined;
   /** tokens-ignore-case: every token the reference issued through the front. */
   const issuedTokens = new Set<string>();
+  /** tokens-die-after-30-seconds: when each token was issued. */
+  const issuedAt = new Map<string, number>();
   /** hands-back-live-tokens: per client and scope set, the token it was handed, and the reference's it stands for now. */
   const liveTokens = new Map<string, KeptToken & { handedOut: string }>();
   /** success-resets-failure-count, real-clients-failures-not-counted: a real client's wrong secrets, counted by the front. */
@@ -606,9 +619,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(Object.assign(req, { method: token.method, url: path }), Buffer.from(form), { "content-type": "application/x-www-form-urlencoded" }));
     }
 
-    if (id === "rate-limited" && !limitedOnce.has(`${req.method} ${path}`)) {
+    if ((id === "rate-limited" || id === "rate-limits-with-an-http-date") && !limitedOnce.has(`${req.method} ${path}`)) {
       limitedOnce.add(`${req.method} ${path}`);
-      return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": "1", ...(path === token.path ? { "cache-control": "no-store" } : {}) });
+      const retryAfter = id === "rate-limited" ? "1" : new Date(Date.now() + 2_000).toUTCString();
+      return problem(res, 429, "rate-limited", "Too many requests.", {}, { "retry-after": retryAfter, ...(path === token.path ? { "cache-control": "no-store" } : {}) });
     }
     if (id === "takes-tab-separated-scopes" && isToken) {
       const answer = await withFormParam(req, body, "scope", (scope) => (/\s/.test(scope.replace(/ /g, "")) ? scope.split(/\s+/).filter(Boolean).join(" ") : undefined));
@@ -671,6 +685,16 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
               id === "tokens-ignore-case" ? t.toLowerCase() === bearer.toLowerCase() : id === "tokens-match-by-prefix" ? bearer.startsWith(t) : bearer.length >= 8 && t.startsWith(bearer),
             );
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
+    }
+    if (id === "tokens-die-after-30-seconds") {
+      if (isToken) {
+        const answer = await forward(req, body);
+        if (answer.status === 200) issuedAt.set(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token), performance.now());
+        return reply(res, answer);
+      }
+      const bearer = bearerOf(req);
+      const at = bearer === undefined ? undefined : issuedAt.get(bearer);
+      return reply(res, await forward(req, body, at !== undefined && performance.now() - at > 30_000 ? { authorization: `Bearer ${bearer}-expired` } : {}));
     }
     if (id === "hands-back-live-tokens") {
       // The client's token is the first the reference issued it for these scopes; each request with it is
@@ -1074,6 +1098,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
     if ((id === "names-the-first-error-only" || id === "names-the-first-two-errors-only") && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, id === "names-the-first-error-only" ? 1 : 2)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
+    if (id === "hints-the-secret-in-3-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = `…${[...(sent.secret as string)].slice(-3).join("")}`));
     if (id === "hints-the-secret-in-4-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretEnding = [...(sent.secret as string)].slice(-4).join("")));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));
     // Where its last 8 characters can be a header's (printable ASCII).

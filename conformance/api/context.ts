@@ -2,6 +2,7 @@
 // send what a typed client cannot: no token, broken JSON, wrong types), and cached tokens per scope set.
 import { Readable } from "node:stream";
 import { request, type Dispatcher } from "undici";
+import { CheckFailed } from "../framework/check.js";
 import type { Contract, Operation, ResponseSeen } from "./contract.js";
 
 export interface ApiSuiteOptions {
@@ -46,10 +47,23 @@ export interface CallInput {
 /** Rate limits are the deployment's (D18): a 429 is waited out this many times per request, each for at most this long. */
 export const rateLimitWaits = { times: 3, maxSeconds: 60 };
 
-/** The seconds to wait before sending a request again that got `status` after `waits` waits; undefined: take the answer. */
+/**
+ * The seconds to wait before sending a request again that got `status` after `waits` waits; undefined: take
+ * the answer. A 429 whose Retry-After is not whole seconds of at least 1 fails the check it came in: every
+ * 429 of the contract has one (D13, D18), and a client could not tell when to come back.
+ */
 function rateLimitWait(status: number, retryAfter: string | string[] | undefined, waits: number): number | undefined {
-  const seconds = status === 429 ? retryAfterSeconds(retryAfter) : undefined;
-  return seconds === undefined || seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times ? undefined : seconds;
+  if (status !== 429) return undefined;
+  const text = Array.isArray(retryAfter) ? retryAfter.join(", ") : retryAfter;
+  if (text === undefined || !/^\d+$/.test(text) || Number(text) < 1) {
+    throw new CheckFailed(
+      "a 429 (a rate limit of the deployment, D18) came without Retry-After in whole seconds: every 429 of the contract has Retry-After, an integer of at least 1 (D13), which a client waits before it tries again",
+      "Retry-After: an integer of at least 1",
+      text ?? "(none)",
+    );
+  }
+  const seconds = Number(text);
+  return seconds > rateLimitWaits.maxSeconds || waits === rateLimitWaits.times ? undefined : seconds;
 }
 
 export interface ApiContext {
@@ -65,6 +79,8 @@ export interface ApiContext {
   forgetTokens(): void;
   /** Token requests of this run answered 401 (failed client authentication): they count toward the implementation's budgets (D30). */
   readonly failedAuthentications: number;
+  /** Token requests of this run answered 200, whichever client's: each may count toward a client's live tokens (D32). */
+  readonly tokensIssued: number;
 }
 
 /** The answer in a form that reads well in a report. */
@@ -116,9 +132,11 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
   }
 
   let failedAuthentications = 0;
+  let tokensIssued = 0;
   const requestToken: ApiContext["requestToken"] = async (form, headers, how) => {
     const response = await call(contract.tokenOperation, { body: new URLSearchParams(form).toString(), contentType: contract.tokenOperation.body?.mediaType, headers, ...how });
     if (response.status === 401) failedAuthentications++;
+    if (response.status === 200) tokensIssued++;
     return response;
   };
 
@@ -154,6 +172,9 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     forgetTokens: () => tokens.clear(),
     get failedAuthentications() {
       return failedAuthentications;
+    },
+    get tokensIssued() {
+      return tokensIssued;
     },
   };
 }

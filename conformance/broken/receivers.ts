@@ -63,17 +63,20 @@ function answersSeenIds(secret: string, status: number): Handler {
  * (a 400 and a closed connection); with `refusesMalformedBeforeBody`, one whose header is not 64 hex
  * digits; with `readsBeforeRefusing`, a delivery without the header after reading only that many bytes
  * of its body. With `closesAfterRefusal` (legal) it closes the connection after each refusal without
- * saying so first.
+ * saying so first. With `cutsAcknowledgementsShort` (a fault) each acknowledgement is a 200 whose body
+ * stops at 8 of the 64 bytes its Content-Length says, and the connection is closed.
  */
 export function handWrittenReceiver(
   accepts: (body: Buffer, headers: Record<string, string>) => boolean,
-  { answersBeforeBody = false, closesAfterRefusal = false, readsBeforeRefusing = Infinity, refusesMalformedBeforeBody = false } = {},
+  { answersBeforeBody = false, closesAfterRefusal = false, readsBeforeRefusing = Infinity, refusesMalformedBeforeBody = false, cutsAcknowledgementsShort = false } = {},
 ): RawReceiver {
   return {
     connection(socket) {
       let buffer = Buffer.alloc(0);
       const answer = (status: number, close = false) =>
-        socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-length: 0\r\n${close ? "connection: close\r\n" : ""}\r\n`);
+        status < 300 && cutsAcknowledgementsShort
+          ? socket.end(`HTTP/1.1 200 OK\r\ncontent-length: 64\r\n\r\nreceived`)
+          : socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-length: 0\r\n${close ? "connection: close\r\n" : ""}\r\n`);
       const refuse = () => (answer(401), closesAfterRefusal && socket.end());
       socket.on("error", () => socket.destroy());
       socket.on("data", (chunk: Buffer) => {
@@ -117,6 +120,26 @@ export function handWrittenReceiver(
 function verifiesRawOr(secret: string, form: keyof typeof reserializations): Handler {
   const write = reserializations[form]!;
   return receiver(secret, (body, signature, correct) => (signature === hmac(write(JSON.parse(body.toString("utf8"))), secret) ? 204 : correct()));
+}
+
+/** Whether an object inside `value` has a member its counterpart in `example` does not (the top level's are not looked at). */
+function hasUnknownNested(value: unknown, example: unknown, top = true): boolean {
+  if (Array.isArray(value)) return value.some((v) => hasUnknownNested(v, Array.isArray(example) ? example[0] : undefined, false));
+  if (value === null || typeof value !== "object" || example === null || typeof example !== "object") return false;
+  const known = example as Record<string, unknown>;
+  return Object.entries(value).some(([k, v]) => (!top && !(k in known)) || hasUnknownNested(v, known[k], false));
+}
+
+/** Verifies correctly, and refuses (409, as a replay) an id's authentic deliveries past the first `allowed`. */
+function refusesDeliveriesOfAnIdPast(secret: string, allowed: number): Handler {
+  const deliveries = new Map<string, number>();
+  return receiver(secret, (body, _signature, correct) => {
+    const verdict = correct();
+    if (verdict >= 300) return verdict;
+    const id = envelopeOf(body).id ?? "";
+    deliveries.set(id, (deliveries.get(id) ?? 0) + 1);
+    return deliveries.get(id)! > allowed ? 409 : verdict;
+  });
 }
 
 /** Verifies correctly, then refuses with `status` an authentic delivery that `refuses` picks. */
@@ -295,16 +318,7 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
   // A router with POST and PUT verified, and a catch-all acknowledging the rest.
   "verifies-post-and-put-only": (secret) => acknowledgesUnverified(secret, (req) => req.method !== "POST" && req.method !== "PUT"),
   // Remembers two deliveries of an id: a third (a second retry) is refused as a replay.
-  "refuses-third-delivery-of-an-id": (secret) => {
-    const deliveries = new Map<string, number>();
-    return receiver(secret, (body, _signature, correct) => {
-      const verdict = correct();
-      if (verdict >= 300) return verdict;
-      const id = envelopeOf(body).id ?? "";
-      deliveries.set(id, (deliveries.get(id) ?? 0) + 1);
-      return deliveries.get(id)! > 2 ? 409 : verdict;
-    });
-  },
+  "refuses-third-delivery-of-an-id": (secret) => refusesDeliveriesOfAnIdPast(secret, 2),
   "accepts-any-space-separated-signature": (secret) =>
     receiver(secret, (body, signature) => ((signature ?? "").split(" ").some((s) => s === hmac(body, secret)) ? 204 : 401)),
   // Reads the first of repeated header lines (Python's message.get, Go's Header.Get), not the list they make.
@@ -327,6 +341,44 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
     const verifying = receiver(secret, (_body, _signature, correct) => correct());
     return (req, res) => (req.headers["content-type"] === "application/json" ? verifying(req, res) : void req.resume().on("end", () => res.writeHead(415).end()));
   },
+  // Acknowledges with a 200 whose body is cut short (8 of 64 bytes), then closes: D6 makes that a failed attempt.
+  "answers-2xx-cut-short": (secret) => handWrittenReceiver((body, headers) => verifyDelivery(body, headers, secret).ok, { cutsAcknowledgementsShort: true }),
+  // Once a delivery on a kept-alive connection was verified, trusts the connection: later requests on it are acknowledged unverified.
+  "trusts-a-verified-connection": (secret) => {
+    const trusted = new WeakSet<Socket>();
+    return (req, res) => {
+      if (trusted.has(req.socket)) return void req.resume().on("end", () => res.writeHead(204).end());
+      receiver(secret, (_body, _signature, correct) => {
+        const verdict = correct();
+        if (verdict < 300) trusted.add(req.socket);
+        return verdict;
+      })(req, res);
+    };
+  },
+  // A "large payload" path that acknowledges bodies over 60,000 bytes without verifying them.
+  "acknowledges-large-bodies-unverified": (secret) => receiver(secret, (body, _signature, correct) => (body.length > 60_000 ? 204 : correct())),
+  // Verifies only a Content-Type written exactly application/json: with a charset it acknowledges unverified.
+  "skips-verification-with-a-charset": (secret) => acknowledgesUnverified(secret, (req) => /;\s*charset=/i.test(req.headers["content-type"] ?? "")),
+  // Drops (acknowledges) events stamped with a fraction of a second before verifying them, as from a system it does not know.
+  "acknowledges-fractional-timestamps-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (/\.\d+Z$/.test(envelopeOf(body).timestamp ?? "") ? 204 : correct())),
+  // Looks the header up by its name in lower case only, and acknowledges a request it finds none in as a ping.
+  "acknowledges-header-spelled-otherwise-unverified": (secret) => (req, res) => {
+    const spelled = req.rawHeaders.filter((_, i) => i % 2 === 0).find((name) => name.toLowerCase() === header());
+    if (spelled !== undefined && spelled !== header()) return void req.resume().on("end", () => res.writeHead(204).end());
+    receiver(secret, (_body, _signature, correct) => correct())(req, res);
+  },
+  // Acknowledges, unverified, JSON that is not an event (no data, or an id that is not an event id), as junk.
+  "acknowledges-non-events-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      const { id, data } = envelopeOf(body);
+      return data === undefined || !/^evt_/.test(id ?? "") ? 204 : correct();
+    }),
+  // Remembers six deliveries of an id, as many as one webhook makes of an event: a seventh is refused as a replay.
+  "refuses-seventh-delivery-of-an-id": (secret) => refusesDeliveriesOfAnIdPast(secret, 6),
+  // Reads the objects inside an event's data into closed types: a member the spec's example does not have there is a 400.
+  "refuses-unknown-nested-members": (secret) =>
+    refusesAuthentic(secret, 400, ({ event, data }) => hasUnknownNested(data, (sharedEventExample(event!) as { data: unknown }).data)),
   // Slow only on its first delivery (a cold start): one late answer must be enough to fail.
   "answers-after-timeout": (secret, { delayMs }) => {
     let first = true;

@@ -12,7 +12,7 @@ import { Agent, interceptors } from "undici";
 import { eventNames, newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import { seed, type RegistrationOverride } from "../../src/server/app.js";
 import type { Db } from "../../src/server/store.js";
-import { defaultParts, type DeliveryParts, type DisableMail, type Outcome, type PartsContext, type PartsOverride, type SendResult } from "../../src/server/delivery/index.js";
+import { defaultParts, type DeliveryParts, type DisableMail, type Outcome, type PartsContext, type PartsOverride, type Recorded, type SendResult } from "../../src/server/delivery/index.js";
 import { composeDisableMail } from "../../src/server/delivery/mail.js";
 import type { FieldError } from "../../src/server/contract.js";
 import { hostOf, urlFormProblem } from "../../src/server/ssrf.js";
@@ -251,6 +251,15 @@ function expiringStatuses(statuses: string[]): PartsOverride {
       return rows.map(expiredLeadOf);
     },
   });
+}
+
+/** Records a batch of outcomes in the order `compare` sorts them in, and answers in the order given. */
+async function recordedInAnotherOrder(base: DeliveryParts, batch: Outcome[], compare: (a: Outcome, b: Outcome) => number): Promise<Recorded[]> {
+  const order = batch.map((_, i) => i).sort((a, b) => compare(batch[a]!, batch[b]!));
+  const recorded = await base.record(order.map((i) => batch[i]!));
+  const results = new Array<Recorded>(batch.length);
+  order.forEach((i, k) => (results[i] = recorded[k]!));
+  return results;
 }
 
 export const brokenServers: BrokenServer[] = [
@@ -573,14 +582,26 @@ export const brokenServers: BrokenServer[] = [
     // Long enough to gather the whole split wave (its outcomes span twice the suite's 250 ms gap).
     recordLingerMs: 1000,
     parts: (base) => ({
-      async record(batch) {
-        const order = batch.map((_, i) => i).sort((a, b) => Number(batch[a]!.ok) - Number(batch[b]!.ok));
-        const recorded = await base.record(order.map((i) => batch[i]!));
-        const results = new Array<(typeof recorded)[number]>(batch.length);
-        order.forEach((i, k) => (results[i] = recorded[k]!));
-        return results;
-      },
+      record: (batch) => recordedInAnotherOrder(base, batch, (a, b) => Number(a.ok) - Number(b.ok)),
     }),
+  },
+  {
+    // Outcomes gathered for a second, then recorded in the order the attempts were sent (signed, which
+    // the engine does in the order it claims and sends them), not the order they ended: as a server that
+    // awaits every attempt of a batch and then records their outcomes in turn.
+    id: "records-outcomes-in-the-order-sent",
+    recordLingerMs: 1000,
+    parts: (base) => {
+      const sentAs = new Map<string, number>();
+      let sent = 0;
+      return {
+        async sign(a) {
+          sentAs.set(a.id, sent++);
+          return base.sign(a);
+        },
+        record: (batch) => recordedInAnotherOrder(base, batch, (a, b) => (sentAs.get(a.attemptId) ?? 0) - (sentAs.get(b.attemptId) ?? 0)),
+      };
+    },
   },
   { id: "failure-count-per-business", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { resetsBusinessOnSuccess: true }) }) },
   { id: "failure-count-per-url", parts: (_base, ctx) => ({ record: faultyRecorder(ctx, { perUrl: true }) }) },

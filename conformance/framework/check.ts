@@ -87,6 +87,9 @@ export function expectEqual(actual: unknown, expected: unknown, message: string)
   if (!isDeepStrictEqual(actual, expected)) throw new CheckFailed(message, expected, actual);
 }
 
+/** The message of a check that --only or --skip left out. */
+export const NOT_SELECTED = "not selected";
+
 export type CheckStatus = "passed" | "failed" | "skipped";
 
 export interface CheckResult {
@@ -155,7 +158,7 @@ export async function runChecks<Ctx>(
     const selected = (!options.only?.length || options.only.includes(check.id)) && !options.skip?.includes(check.id);
     let result: CheckResult;
     if (!selected) {
-      result = { ...base, status: "skipped", durationMs: 0, message: "not selected" };
+      result = { ...base, status: "skipped", durationMs: 0, message: NOT_SELECTED };
     } else {
       const t0 = performance.now();
       const timelines: Timeline[] = [];

@@ -4,7 +4,7 @@ import { mkdir, open, stat, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { inspect } from "node:util";
 import junitModule, { type Builder } from "junit-report-builder";
-import type { Check, CheckResult, SuiteReport } from "./check.js";
+import { NOT_SELECTED, type Check, type CheckResult, type SuiteReport } from "./check.js";
 import { toHtml } from "./html-report.js";
 
 // The package is CommonJS whose `module.exports` is the builder; its types describe an ES default export.
@@ -37,7 +37,12 @@ export function formatSummary(report: SuiteReport): string {
   const count = (s: CheckResult["status"]) => report.results.filter((r) => r.status === s).length;
   const verdict = report.passed ? "CERTIFIED" : "NOT CERTIFIED";
   const summary = `${verdict}: ${report.suite} suite against ${report.target}: ${count("passed")} passed, ${count("failed")} failed, ${count("skipped")} skipped in ${(report.durationMs / 1000).toFixed(2)} s`;
-  return report.caveat ? `${summary}\nNOTE: ${report.caveat}` : summary;
+  // A check skipped by --only or --skip was asked to be left out; one that could not run was not.
+  const couldNotRun = report.results.filter((r) => r.status === "skipped" && r.message !== NOT_SELECTED).map((r) => r.id);
+  const uncovered = couldNotRun.length
+    ? `NOTE: ${couldNotRun.length === 1 ? "1 check" : `${couldNotRun.length} checks`} could not run against this target (${couldNotRun.join(", ")}; each SKIP row says why): the verdict does not cover ${couldNotRun.length === 1 ? "it" : "them"}`
+    : undefined;
+  return [summary, ...(report.caveat ? [`NOTE: ${report.caveat}`] : []), ...(uncovered ? [uncovered] : [])].join("\n");
 }
 
 export function toJUnitXml(report: SuiteReport): string {

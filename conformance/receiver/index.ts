@@ -119,7 +119,7 @@ const shown = (o: DeliveryOutcome) => (o.status !== undefined ? o.status : `no a
 function expectAnswers(outcomes: Record<string, DeliveryOutcome>): void {
   const unanswered = Object.fromEntries(Object.entries(outcomes).filter(([, o]) => o.status === undefined).map(([k, o]) => [k, shown(o)]));
   if (Object.keys(unanswered).length > 0) {
-    throw new CheckFailed("deliveries got no HTTP answer (a connection, TLS or timeout failure)", "an HTTP answer to each delivery", unanswered);
+    throw new CheckFailed("deliveries got no complete HTTP answer (a connection, TLS or timeout failure, or a 2xx whose body did not end)", "an HTTP answer to each delivery", unanswered);
   }
 }
 
@@ -270,6 +270,71 @@ const otherHmacs: Record<string, (body: Buffer, secret: string) => string> = Obj
   OTHER_HMAC_HASHES.map((hash) => [`HMAC-${hashNames[hash]!.replace("-", "")}`, (body: Buffer, secret: string) => createHmac(hash, secret).update(body).digest("hex")]),
 );
 
+/** The envelope with its timestamp given a fraction of a second (D14: up to 9 digits). */
+const withFraction = (envelope: ReturnType<typeof buildEnvelope>, fraction: string) => ({ ...envelope, timestamp: envelope.timestamp.replace(/Z$/, `${fraction}Z`) });
+
+/** An event id of evt_ and `length` letters and digits (D4: 8 to 64). */
+const eventIdOfLength = (length: number) => `evt_${randomBytes(48).toString("base64").replace(/[^0-9A-Za-z]/g, "").padEnd(length, "0").slice(0, length)}`;
+
+/** A member no schema has, added to the envelope and to every object inside it, nested ones included (D16). */
+function withUnknownMembers(value: unknown, top = true): unknown {
+  if (Array.isArray(value)) return value.map((v) => withUnknownMembers(v, false));
+  if (value === null || typeof value !== "object") return value;
+  const inside = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withUnknownMembers(v, false)]));
+  return { ...inside, ...(top ? { apiVersion: "4.1" } : {}), addedInALaterVersion: { note: "ignore me" } };
+}
+
+/** The event's data without its optional members (D20), and their names; undefined when it has none. */
+function withoutOptionalMembers(event: EventName): { envelope: ReturnType<typeof buildEnvelope>; left: string[] } | undefined {
+  const { properties, required } = dataSchemaOf(event);
+  const optional = Object.keys(properties).filter((name) => !required.includes(name));
+  if (optional.length === 0) return undefined;
+  const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
+  for (const name of optional) delete data[name];
+  return { envelope: buildEnvelope(event, { data }), left: optional };
+}
+
+/** The event with each bounded text at its maximum length, in € (D18), and what was made long; undefined when it has none. */
+function withLongestTexts(event: EventName): { envelope: ReturnType<typeof buildEnvelope>; texts: string } | undefined {
+  const bounded = Object.entries(dataSchemaOf(event).properties).filter(([, schema]) => schema.maxLength !== undefined);
+  if (bounded.length === 0) return undefined;
+  const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
+  for (const [name, schema] of bounded) data[name] = "€".repeat(schema.maxLength!);
+  return { envelope: buildEnvelope(event, { data }), texts: bounded.map(([name, schema]) => `${name} of ${schema.maxLength}`).join(", ") };
+}
+
+/** The event about a lead no delivery of the run has named; undefined for an event that names none. */
+function aboutAnUnseenLead(event: EventName): ReturnType<typeof buildEnvelope> | undefined {
+  const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
+  if (!("leadID" in data)) return undefined;
+  data.leadID = unseenLeadId();
+  return buildEnvelope(event, { data });
+}
+
+/**
+ * Each form of authentic delivery a receiver must acknowledge, which a receiver might take as a reason
+ * to skip verifying: a forgery in each must be refused all the same (D2: verification comes first).
+ */
+function shapesToAcknowledge(): Record<string, { body: Buffer; contentType?: string; headerName?: string }> {
+  const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+  const name = loadDeliveryRules().signatureHeader;
+  const longest = eventNames.map(withLongestTexts).find((x) => x !== undefined)!;
+  const optional = eventNames.map(withoutOptionalMembers).find((x) => x !== undefined)!;
+  return {
+    "labelled application/json; charset=utf-8": { body: json(buildEnvelope("booking.confirmed")), contentType: "application/json; charset=utf-8" },
+    "of 64 KiB": { body: eventOfSize(64 * 1024) },
+    "stamped with a fraction of a second": { body: json(withFraction(buildEnvelope("message.received"), ".123")) },
+    "with an id of 64 characters": { body: json(buildEnvelope("review.created", { id: eventIdOfLength(64) })) },
+    "with an id of 8 characters": { body: json(buildEnvelope("review.created", { id: eventIdOfLength(8) })) },
+    "with members its schema does not have": { body: json(withUnknownMembers(buildEnvelope("lead.created"))) },
+    [`without ${optional.left.join(", ")}`]: { body: json(optional.envelope) },
+    [`with ${longest.texts}`]: { body: json(longest.envelope) },
+    "about a lead not created yet": { body: json(aboutAnUnseenLead("lead.updated")) },
+    [`its header named ${name}`]: { body: json(buildEnvelope("booking.cancelled")), headerName: name },
+    [`its header named ${name.toUpperCase()}`]: { body: json(buildEnvelope("booking.cancelled")), headerName: name.toUpperCase() },
+  };
+}
+
 export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-every-event",
@@ -343,10 +408,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     scenario: "delivers three correctly signed events stamped now with .5, .123 and .123456789 seconds",
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
-      for (const fraction of [".5", ".123", ".123456789"]) {
-        const envelope = buildEnvelope("message.received");
-        outcomes[`${fraction} s`] = await sendSigned(ctx, { ...envelope, timestamp: envelope.timestamp.replace(/Z$/, `${fraction}Z`) });
-      }
+      for (const fraction of [".5", ".123", ".123456789"]) outcomes[`${fraction} s`] = await sendSigned(ctx, withFraction(buildEnvelope("message.received"), fraction));
       expectAcknowledged(outcomes, "authentic events stamped with a fraction of a second were refused: a timestamp may have one (D14: up to 9 digits); read it with a parser of RFC 3339, not a fixed format");
     },
   }),
@@ -358,7 +420,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const length of [8, 64]) {
-        const id = `evt_${randomBytes(48).toString("base64").replace(/[^0-9A-Za-z]/g, "").padEnd(length, "0").slice(0, length)}`;
+        const id = eventIdOfLength(length);
         outcomes[`${id.length} characters`] = await sendSigned(ctx, buildEnvelope("review.created", { id }));
       }
       expectAcknowledged(outcomes, "authentic events with ids of a legal length were refused: an id is evt_ and 8 to 64 letters and digits (D4); keep it whole, in a column that long");
@@ -381,14 +443,12 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-unknown-members",
     section: "§2, D16, D60",
-    title: "Each event with a member its schema does not have, in the envelope and in its data, is acknowledged: receivers ignore members they do not know (a later version adds some).",
-    scenario: "delivers each of the eight events with one more envelope member and one more data member, correctly signed",
+    title:
+      "Each event with members its schema does not have, in the envelope, in its data and in every object inside that (a customer, an amount), is acknowledged: receivers ignore members they do not know (a later version adds some).",
+    scenario: "delivers each of the eight events with one more member in the envelope and in every object inside it, correctly signed",
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
-      for (const event of eventNames) {
-        const envelope = buildEnvelope(event);
-        outcomes[event] = await sendSigned(ctx, { ...envelope, apiVersion: "4.1", data: { ...envelope.data, addedInALaterVersion: { note: "ignore me" } } });
-      }
+      for (const event of eventNames) outcomes[event] = await sendSigned(ctx, withUnknownMembers(buildEnvelope(event)));
       expectAcknowledged(
         outcomes,
         "events with members their schema does not have were refused: receivers ignore members they do not know, which a later version adds (D16, D60); do not validate an event as a closed object",
@@ -403,12 +463,8 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const event of eventNames) {
-        const { properties, required } = dataSchemaOf(event);
-        const optional = Object.keys(properties).filter((name) => !required.includes(name));
-        if (optional.length === 0) continue;
-        const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
-        for (const name of optional) delete data[name];
-        outcomes[`${event} without ${optional.join(", ")}`] = await sendSigned(ctx, buildEnvelope(event, { data }));
+        const without = withoutOptionalMembers(event);
+        if (without) outcomes[`${event} without ${without.left.join(", ")}`] = await sendSigned(ctx, without.envelope);
       }
       expectAcknowledged(outcomes, "events without their optional members were refused: a member the schema does not require may be absent (D20); acknowledge every authentic delivery (D3)");
     },
@@ -421,12 +477,8 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const event of eventNames) {
-        const { properties } = dataSchemaOf(event);
-        const bounded = Object.entries(properties).filter(([, schema]) => schema.maxLength !== undefined);
-        if (bounded.length === 0) continue;
-        const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
-        for (const [name, schema] of bounded) data[name] = "€".repeat(schema.maxLength!);
-        outcomes[`${event}: ${bounded.map(([name, schema]) => `${name} of ${schema.maxLength}`).join(", ")}`] = await sendSigned(ctx, buildEnvelope(event, { data }));
+        const longest = withLongestTexts(event);
+        if (longest) outcomes[`${event}: ${longest.texts}`] = await sendSigned(ctx, longest.envelope);
       }
       expectAcknowledged(outcomes, "events with a text at its maximum length were refused: texts may be as long as their schema's maxLength, in characters (D18); acknowledge every authentic delivery (D3)");
     },
@@ -439,10 +491,8 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const event of eventNames.filter((name) => name !== "lead.created")) {
-        const data = { ...buildEnvelope(event).data } as Record<string, unknown>;
-        if (!("leadID" in data)) continue;
-        data.leadID = unseenLeadId();
-        outcomes[event] = await sendSigned(ctx, buildEnvelope(event, { data }));
+        const envelope = aboutAnUnseenLead(event);
+        if (envelope) outcomes[event] = await sendSigned(ctx, envelope);
       }
       expectAcknowledged(
         outcomes,
@@ -581,6 +631,65 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     },
   }),
   defineCheck({
+    id: "rejects-forgery-of-any-shape",
+    section: "§5.3, D1, D2, D4, D14, D16, D18, D20",
+    title:
+      "A forgery is refused in every form of authentic delivery a receiver must acknowledge (a charset, 64 KiB, a fraction of a second, the shortest and longest ids, unknown members, optional ones left out, the longest texts, a lead not seen, the header's name in any case), and signed bodies that are not events are not acknowledged unverified.",
+    scenario:
+      "delivers a forgery signed with another secret in each form the acknowledges-… checks deliver authentic, each after the same event correctly signed; then, signed with another secret, a body that is not JSON, an envelope without data, and one whose id is not an event id",
+    async run(ctx) {
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [shape, { body, contentType, headerName }] of Object.entries(shapesToAcknowledge())) {
+        const how = { ...(contentType ? { contentType } : {}), ...(headerName ? { headerName } : {}) };
+        await ctx.send(body, signPayload(body, ctx.options.secret), how);
+        outcomes[shape] = await ctx.send(body, signedByOther(body), { forgery: true, ...how });
+      }
+      // What the service never sends: refused, whether as a forgery or as not an event (D50: 400 after verifying).
+      for (const [what, body] of [
+        ["not JSON", Buffer.from("ping")],
+        ["an envelope without data", Buffer.from(JSON.stringify({ ...buildEnvelope("lead.created"), data: undefined }))],
+        ["an id that is not an event id", Buffer.from(JSON.stringify({ ...buildEnvelope("lead.created"), id: "1" }))],
+      ] as const) {
+        outcomes[what] = await ctx.send(body, signedByOther(body), { forgery: true });
+      }
+      expectRefused(
+        outcomes,
+        "forgeries signed with another secret were acknowledged: does the receiver skip verifying some deliveries (by their size, content type, timestamp, id, members, or the header name's case), or acknowledge what it cannot read before verifying? Verify every delivery first, whatever its form (D2)",
+      );
+    },
+  }),
+  defineCheck({
+    id: "rejects-forgery-after-authentic-on-same-connection",
+    section: "§5.3, D2, D52",
+    title: "A forgery that follows authentic deliveries on the same kept-alive connection is refused: every request is verified, not the connection.",
+    scenario:
+      "on a connection kept alive, delivers an event correctly signed, then a new event signed with another secret, then one without the signature header, then the first event's bytes again signed with another secret",
+    async run(ctx) {
+      const authentic = Buffer.from(JSON.stringify(buildEnvelope("booking.confirmed")));
+      const other = Buffer.from(JSON.stringify(buildEnvelope("message.received")));
+      const connection = ctx.connection();
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      // A receiver may close a connection after any answer, and a delivery can find it closing: that
+      // delivery is made again on a connection of its own (as in acknowledges-after-refusal-on-same-connection).
+      const onIt = async (body: Buffer, header: string | null, forgery = true) => {
+        const outcome = await ctx.send(body, header, { forgery, connection });
+        return outcome.status === undefined ? ctx.send(body, header, { forgery }) : outcome;
+      };
+      try {
+        expectAnswers({ authentic: await onIt(authentic, signPayload(authentic, ctx.options.secret), false) });
+        outcomes["a new event signed with another secret"] = await onIt(other, signedByOther(other));
+        outcomes["a new event without the header"] = await onIt(other, null);
+        outcomes["the first event again, signed with another secret"] = await onIt(authentic, signedByOther(authentic));
+      } finally {
+        await connection.destroy();
+      }
+      expectRefused(
+        outcomes,
+        "forgeries that came on a connection after an authentic delivery were acknowledged: does the receiver trust a connection once a delivery on it was verified? Deliveries share kept-alive connections (D52); verify each request (D2)",
+      );
+    },
+  }),
+  defineCheck({
     id: "rejects-altered-signature",
     section: "§5.3, D2",
     title: "A signature that differs from the right one only in its last digit is refused (all of it is compared).",
@@ -687,15 +796,20 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-duplicate-delivery",
     section: "§6, D4",
-    title: "Every repeat delivery of the same event id is acknowledged, as many as a server makes of one event (its first attempt and each retry): receivers are idempotent.",
-    scenario: "delivers the same signed booking.confirmed (same bytes, same id) once for each attempt a server makes of an event",
+    title:
+      "Every repeat delivery of the same event id is acknowledged, as many as two webhooks registered at one URL make of one event (each its first attempt and every retry): receivers are idempotent.",
+    scenario: "delivers the same signed booking.confirmed (same bytes, same id) twice for each attempt a server makes of an event",
     async run(ctx) {
       const body = Buffer.from(JSON.stringify(buildEnvelope("booking.confirmed")));
       const header = signPayload(body, ctx.options.secret);
-      const attempts = loadDeliveryRules().retryWaitsSeconds.length + 1;
+      // Two webhooks may share a URL (D9), and the id is one at every webhook the event goes to (D4).
+      const attempts = 2 * (loadDeliveryRules().retryWaitsSeconds.length + 1);
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (let n = 1; n <= attempts; n++) outcomes[`delivery ${n}`] = await ctx.send(body, header);
-      expectEachAcknowledged(outcomes, "a repeat delivery was not acknowledged: a server may deliver one event once for each of its attempts (D4, D7); acknowledge every delivery of an id seen before");
+      expectEachAcknowledged(
+        outcomes,
+        "a repeat delivery was not acknowledged: a server may deliver one event once for each of its attempts, to each webhook registered at the URL (D4, D7, D9); acknowledge every delivery of an id seen before, however many",
+      );
     },
   }),
   defineCheck({
@@ -856,6 +970,10 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
   // Every encoding of an ASCII secret is its UTF-8 bytes: keying the HMAC with its Latin-1 bytes passes.
   if (/^[\x00-\x7f]*$/.test(options.secret)) {
     caveats.push("the secret is ASCII, so the key's encoding was not checked (D2: the UTF-8 bytes of the secret); certify once with a secret that holds a character outside ASCII, such as é");
+  }
+  // A receiver that trims its secret passes with one that has nothing to trim.
+  if (!/^\s|\s$/.test(options.secret)) {
+    caveats.push("the secret has no space at either end, so a secret trimmed by the receiver was not caught (D2: every code point of it); certify once with a secret with a space at each end");
   }
   if (caveats.length > 0) report.caveat = caveats.join("; ");
   return report;

@@ -40,6 +40,12 @@ export function addressedTo(mail: { readonly to: readonly string[] }, address: s
   return mail.to.some((a) => mailbox(a) === mailbox(address));
 }
 
+/** An e-mail's Message-ID, for comparing notices and for a failure's message. */
+export const messageIdOf = (mail: DisableMailSeen) => mail.headers["message-id"] ?? "(no Message-ID)";
+
+/** The distinct Message-IDs of e-mails, in the order they first came. */
+export const messageIds = (mails: readonly DisableMailSeen[]) => [...new Set(mails.map(messageIdOf))];
+
 /**
  * The e-mails grouped into notices by Message-ID: a platform may send its Bcc copy in an SMTP
  * transaction of its own (D26: a copy may go to its own mailbox, unseen), so a notice's transactions

@@ -17,6 +17,8 @@ export interface ReferenceOptions {
   databaseUrl?: string;
   /** An open database, emptied first (runs one after another need not start a database each). */
   db?: Db;
+  /** Attempts to one webhook at once (D40 allows any number up to its cap; the reference's default otherwise). */
+  maxInFlightPerWebhook?: number;
 }
 
 /** The database with no rows left from an earlier run (the schema stays; migrations are idempotent). */
@@ -63,6 +65,7 @@ export async function certifyReference(clock: ClockSetting, options: ReferenceOp
           rules: options.variant?.rules,
           ...(virtualAttemptTimeoutMs ? { virtualAttemptTimeoutMs } : {}),
           recordLingerMs: options.variant?.recordLingerMs,
+          maxInFlightPerWebhook: options.maxInFlightPerWebhook,
           log: () => undefined,
         });
         return { url: server.url, stop: () => server.close() };

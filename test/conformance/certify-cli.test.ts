@@ -37,7 +37,8 @@ describe("partner-platform certify server (CLI)", () => {
       smtpUrl: `smtp://127.0.0.1:${smtpPort}`,
       log: () => undefined,
     });
-    const api = await certifyApi({ baseUrl: server.url, authUrl: server.url, clientId: client.clientId, clientSecret: client.clientSecret });
+    // Not the token lifetime check: it waits a minute, and api.test.ts holds it against the reference.
+    const api = await certifyApi({ baseUrl: server.url, authUrl: server.url, clientId: client.clientId, clientSecret: client.clientSecret }, { skip: ["token-still-works-a-minute-later"] });
     expect(api.results.filter((r) => r.status === "failed")).toEqual([]);
   }, 120_000);
   afterAll(async () => {

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { CheckSkipped, defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
+import { describe, expect, it, vi } from "vitest";
+import { CheckFailed, CheckSkipped, defineCheck, expectEqual, runChecks, SetupError } from "../../conformance/framework/check.js";
 import { compareWithExpected } from "../../conformance/framework/expected-failures.js";
 import { formatResult, formatSummary, idColumn, toJUnitXml } from "../../conformance/framework/report.js";
 import { waitingOutRateLimits } from "../../conformance/api/context.js";
@@ -90,7 +90,9 @@ describe("conformance framework", () => {
     expect(report.passed).toBe(true);
     expect(report.results[0]).toMatchObject({ status: "skipped", message: "needs the token endpoint on a loopback address" });
     expect(formatResult(report.results[0]!)).toMatch(/^SKIP {2}needs-loopback .*§0 {2}\(needs the token endpoint on a loopback address\)$/);
-    expect(formatSummary(report)).toMatch(/^CERTIFIED: .*0 passed, 0 failed, 1 skipped/);
+    expect(formatSummary(report)).toMatch(/^CERTIFIED: .*0 passed, 0 failed, 1 skipped in [\d.]+ s\nNOTE: 1 check could not run against this target \(needs-loopback; each SKIP row says why\): the verdict does not cover it$/);
+    // Left out by --skip: asked for, nothing to note.
+    expect(formatSummary(await runChecks("demo", "memory", [cannot], {}, { skip: ["needs-loopback"] }))).not.toMatch(/NOTE/);
   });
 
   it("stops the run at a SetupError and hands it to the caller", async () => {
@@ -132,16 +134,38 @@ describe("waitingOutRateLimits", () => {
   const tooMany = (retryAfter: string) => new Response("{}", { status: 429, headers: { "retry-after": retryAfter } });
 
   it("waits out a 429 with its Retry-After and sends the same request again", async () => {
-    const { bodies, fetchImpl } = scripted([tooMany("0"), new Response("{}", { status: 201 })]);
-    const response = await waitingOutRateLimits(fetchImpl)(new Request("http://api.test/api/v2/webhooks", { method: "POST", body: '{"a":1}' }));
-    expect(response.status).toBe(201);
-    expect(bodies).toEqual(['{"a":1}', '{"a":1}']);
+    vi.useFakeTimers();
+    try {
+      const { bodies, fetchImpl } = scripted([tooMany("2"), new Response("{}", { status: 201 })]);
+      const answer = waitingOutRateLimits(fetchImpl)(new Request("http://api.test/api/v2/webhooks", { method: "POST", body: '{"a":1}' }));
+      await vi.advanceTimersByTimeAsync(1_999);
+      expect(bodies).toEqual(['{"a":1}']);
+      await vi.advanceTimersByTimeAsync(1);
+      expect((await answer).status).toBe(201);
+      expect(bodies).toEqual(['{"a":1}', '{"a":1}']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
-  it("hands back a 429 whose Retry-After is longer than a minute, or that has none", async () => {
-    for (const answer of [tooMany("61"), new Response("{}", { status: 429 })]) {
+  it("hands back a 429 whose Retry-After is longer than a minute", async () => {
+    const { bodies, fetchImpl } = scripted([tooMany("61")]);
+    expect((await waitingOutRateLimits(fetchImpl)(new Request("http://api.test/x"))).status).toBe(429);
+    expect(bodies).toHaveLength(1);
+  });
+
+  it("fails on a 429 whose Retry-After is not whole seconds of at least 1 (D13), naming what came", async () => {
+    const date = new Date(Date.now() + 5_000).toUTCString();
+    for (const [answer, actual] of [
+      [tooMany(date), date],
+      [tooMany("0"), "0"],
+      [tooMany("1.5"), "1.5"],
+      [new Response("{}", { status: 429 }), "(none)"],
+    ] as const) {
       const { bodies, fetchImpl } = scripted([answer]);
-      expect((await waitingOutRateLimits(fetchImpl)(new Request("http://api.test/x"))).status).toBe(429);
+      const failure = await waitingOutRateLimits(fetchImpl)(new Request("http://api.test/x")).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(CheckFailed);
+      expect(failure).toMatchObject({ message: expect.stringContaining("Retry-After in whole seconds"), expected: "Retry-After: an integer of at least 1", actual });
       expect(bodies).toHaveLength(1);
     }
   });

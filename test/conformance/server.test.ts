@@ -79,6 +79,12 @@ describe("server certification", () => {
     expect(notPassed(await certifyReference({ kind: "virtual" }, { variant, db }))).toEqual([]);
   }, 120_000);
 
+  // D40 caps the attempts to one webhook at once; fewer are legal. The overlap checks hold attempts and
+  // answer them out of the order they came: one at a time, or two, they must still pass.
+  it.each([1, 2])("certifies the reference making at most %i attempt(s) to a webhook at once", { timeout: 120_000 }, async (maxInFlightPerWebhook) => {
+    expect(notPassed(await certifyReference({ kind: "virtual" }, { db, maxInFlightPerWebhook }))).toEqual([]);
+  });
+
   it("catches a server that waits 20% short in scaled time, within the tolerance bands", async () => {
     const variant = brokenServers.find((b) => b.id === "waits-20-percent-short")!;
     const report = await certifyReference(scaled(1e-4), { variant, db }, { only: ["retry-waits-follow-schedule"] });

@@ -102,6 +102,31 @@ describe("deliver over HTTP", () => {
     expect(outcome).toMatchObject({ ok: false, error: "bad response, UND_ERR_SOCKET: not one HTTP/1.1 answer (an unasked 100 Continue is refused, D52)" });
   });
 
+  it("counts a 2xx whose body stops short of its Content-Length as a failure (D6); a refusal cut short keeps its status", async () => {
+    for (const [line, expected] of [
+      ["200 OK", { ok: false, error: expect.stringMatching(/^HTTP 200, but its body did not end \(.*\): an answer is complete when its body has ended \(D6\)$/) }],
+      ["401 Unauthorized", { ok: false, status: 401 }],
+    ] as const) {
+      answer = (req) => req.socket.end(`HTTP/1.1 ${line}\r\ncontent-length: 64\r\n\r\nreceived`);
+      const outcome = await deliver(url, Buffer.from("{}"), { secret });
+      expect(outcome).toMatchObject(expected);
+      if (line.startsWith("200")) expect(outcome.status).toBeUndefined();
+    }
+  });
+
+  it("takes a 2xx's status once its body passes 128 KiB, without waiting for the rest", async () => {
+    answer = (_req, res) => {
+      res.writeHead(200, { "content-length": String(10 * 1024 * 1024) });
+      res.write(Buffer.alloc(256 * 1024, "x"));
+    };
+    expect(await deliver(url, Buffer.from("{}"), { secret, timeoutMs: 5_000 })).toMatchObject({ ok: true, status: 200 });
+  });
+
+  it("names what undici does not read in an answer: headers over 16 KiB (D52)", async () => {
+    answer = (_req, res) => res.writeHead(204, Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`x-debug-${i}`, "x".repeat(1024)]))).end();
+    expect(await deliver(url, Buffer.from("{}"), { secret })).toMatchObject({ ok: false, error: expect.stringMatching(/: the answer's header section is over 16 KiB, more than undici reads \(D52\)$/) });
+  });
+
   it("reports a connection that closes without an answer", async () => {
     answer = (req) => req.socket.destroy();
     const outcome = await deliver(url, Buffer.from("{}"), { secret });

@@ -5,7 +5,7 @@
 // conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
 import type { Dispatcher } from "undici";
 import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
-import { explainedAnswerError } from "../../sender.js";
+import { explainedAnswerError, MAX_ANSWER_BYTES } from "../../sender.js";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import { EXPIRE_DUE_LEADS, type Db, type Queryable } from "../store.js";
@@ -169,7 +169,6 @@ export interface DeliveryParts {
 /** A variant of the reference server: replaces some parts, given the default ones. */
 export type PartsOverride = (base: DeliveryParts, ctx: PartsContext) => Partial<DeliveryParts>;
 
-const MAX_ANSWER_BYTES = 128 * 1024;
 const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"]);
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
