@@ -128,6 +128,8 @@ export const brokenApis = [
   { id: "throttles-address-after-100-failures", description: "The token endpoint throttles an address after 100 failed authentications a minute, where D30's budget is 300." },
   { id: "returns-the-secret", description: "A registered webhook is answered with the secret it was registered with (D16: never returned)." },
   { id: "hints-the-secret-in-4-characters", description: "A registered webhook is answered with a secretEnding member: the last 4 characters of its secret, as consoles show a key's (D16: never returned, nor a part)." },
+  { id: "json-depth-limit-of-8", description: "Its JSON parser refuses bodies nested deeper than 8 levels (400 malformed-request): D13 asks for a limit of 64 or more." },
+  { id: "masks-the-secret-but-2-at-each-end", description: "A registered webhook is answered with a secretMask member: the secret's first 2 and last 2 characters, * for each of the others (D16: never returned, nor a part)." },
   { id: "hints-the-secret-in-3-characters", description: "A registered webhook is answered with a secretHint member: \"…\" and the last 3 characters of its secret (D16: never returned, nor a part)." },
   { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
   { id: "unescaped-pointers", description: "Writes errors[].pointer by joining member names with / as they are: a member named secret~/v2 is /secret~/v2, not /secret~0~1v2 (RFC 6901 §3)." },
@@ -139,6 +141,11 @@ export const brokenApis = [
   { id: "reuses-ids", description: "Every created resource of an operation is answered with the id 1, and a Location ending in it (D14, D35)." },
   { id: "matched-without-leads", description: "A service request is answered matched when it has no leads and unmatched when it has some (D17)." },
   { id: "search-worst-rated-first", description: "Search answers its businesses worst rated first (D17: best rated first)." },
+  {
+    id: "lists-each-match-twice",
+    description:
+      "A join that yields a row per service-area match: the search lists each business twice, and a service request makes two leads for each business (D17: the businesses that serve the category at the zip code; one lead per matched business).",
+  },
   { id: "tokens-say-60-seconds", description: "Token responses say expires_in 60, where tokens live 3600 seconds (D11)." },
   { id: "grants-scopes-not-asked", description: "Token responses list every scope of the API in scope, whatever was asked for and granted (D11)." },
   { id: "insufficient-scope-as-business-forbidden", description: "A token without the operation's scope gets a 403 whose problem type is business-forbidden, not insufficient-scope (D13)." },
@@ -157,6 +164,14 @@ export const brokenApis = [
   { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
   { id: "secrets-ignore-case", description: "Client secrets sent in the form are compared without regard to letter case (a case-insensitive collation): a secret in another case gets a token." },
   { id: "basic-failures-not-counted", description: "Failed HTTP Basic authentications of unknown client ids never count toward D30's budgets: guessing through Basic is never throttled." },
+  {
+    id: "address-budget-counts-unknown-clients-only",
+    description: "Wrong secrets of a client that exists count toward its own budget of D30 but not its address's: guesses spread over many real client ids from one address are never throttled.",
+  },
+  {
+    id: "real-clients-get-twice-the-budget",
+    description: "A client that exists gets 20 wrong secrets a window before D30's throttle, made-up client ids 10 (a tweak not to lock real partners out so fast).",
+  },
   { id: "real-clients-failures-not-counted", description: "Wrong secrets of a client that exists never count toward D30's budget (only unknown client ids' do): a real client's secret can be guessed without end." },
   { id: "success-resets-failure-count", description: "A client's successful token request resets its count of failed authentications (D30: successes count for neither budget): wrong secrets between the right ones are never throttled." },
   { id: "right-secret-passes-the-throttle", description: "A throttled client, or a client at a throttled address, that sends its right secret gets a token (D30: the right secret included), so guessing goes on at full speed and a right guess shows." },
@@ -213,9 +228,19 @@ export const legalApis = [
       "A rate limit of the deployment (D18) that counts each client id's token requests, not time: every 6th, right secret or wrong, gets 429 with Retry-After: 1, and the next is taken.",
   },
   {
+    id: "http-layer-refuses-malformed-request-targets",
+    description:
+      "Its HTTP layer refuses a request-target with a malformed percent-escape (%zz) itself, 400 in text/html, before the API reads it (the JDK's HttpServer does): the request is not valid HTTP (RFC 9112 §3, D13).",
+  },
+  {
     id: "throttle-windows-aligned-to-the-clock",
     description:
       "D30's budget per client id is counted in fixed windows aligned to the clock's minutes: a throttled request's Retry-After is the seconds to the minute's end, less than 60 less the seconds since the client id's first failure.",
+  },
+  {
+    id: "real-client-window-ends-mid-try",
+    description:
+      "D30's per-client windows for a client that exists are fixed, and one ends at its 5th wrong secret: its first 10 in a row are not throttled, the next ones are once 10 fall in the new window (a window aligned to the clock may end at any moment).",
   },
   {
     id: "throttle-window-ends-mid-check",
@@ -377,6 +402,23 @@ const addressLimits: Partial<Record<BrokenApiId, number>> = {
 };
 
 /** The token endpoint's answer to a failed client authentication, as the reference writes it; `basic`: the client tried HTTP Basic, so the answer challenges it (RFC 6749 §5.2). */
+/** How deep a JSON text nests its arrays and objects (brackets inside strings not counted). */
+function depthOf(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "[" || c === "{") deepest = Math.max(deepest, ++depth);
+    else if (c === "]" || c === "}") depth--;
+  }
+  return deepest;
+}
+
 function refuseClient(res: ServerResponse, basic = false): void {
   const challenge: Record<string, string> = basic ? { "www-authenticate": 'Basic realm="partner-platform"' } : {};
   res.writeHead(401, { "content-type": "application/json", "cache-control": "no-store", ...challenge }).end(JSON.stringify({ error: "invalid_client", error_description: "Client authentication failed." }));
@@ -486,6 +528,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const issuedAt = new Map<string, number>();
   /** hands-back-live-tokens: per client and scope set, the token it was handed, and the reference's it stands for now. */
   const liveTokens = new Map<string, KeptToken & { handedOut: string }>();
+  /** real-client-window-ends-mid-try: each real client's wrong secrets so far, its window's start and its failures in that window. */
+  const realWindows = new Map<string, { failures: number; start?: number; count: number }>();
+  /** real-clients-get-twice-the-budget: the wrong secrets of each real client the front refused itself, in a window of D30's length. */
+  const extraFailures = new Map<string, { from: number; count: number }>();
   /** success-resets-failure-count, real-clients-failures-not-counted: a real client's wrong secrets, counted by the front. */
   const realFailures = new Map<string, number>();
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
@@ -788,6 +834,49 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const answer = await withLooseSecret(req, body, (sent, real) => sent.toLowerCase() === real.toLowerCase());
       if (answer) return reply(res, answer);
     }
+    if ((id === "real-client-window-ends-mid-try" || id === "address-budget-counts-unknown-clients-only") && isToken) {
+      // The front is D30's per-client throttle for clients that exist: the reference never sees their wrong
+      // secrets as theirs.
+      const sent = credentialsOf(req, body);
+      const client = clients.find((c) => c.clientId === sent.clientId);
+      if (client) {
+        const state = realWindows.get(client.clientId) ?? { failures: 0, count: 0 };
+        realWindows.set(client.clientId, state);
+        const at = performance.now();
+        if (state.start !== undefined && at - state.start >= windowMs) {
+          state.start += Math.floor((at - state.start) / windowMs) * windowMs;
+          state.count = 0;
+        }
+        if (state.start !== undefined && state.count >= perClientId) {
+          const rest = Math.max(1, Math.ceil((state.start + windowMs - at) / 1000));
+          return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": String(rest), "cache-control": "no-store" });
+        }
+        if (sent.clientSecret !== client.clientSecret) {
+          // real-client-window-ends-mid-try: the first window ends at the 5th wrong secret; windows of D30's length from then on.
+          if (++state.failures === 1 || (state.failures === 5 && id === "real-client-window-ends-mid-try")) {
+            state.start = at;
+            state.count = 0;
+          }
+          state.count++;
+          if (id === "address-budget-counts-unknown-clients-only") return refuseClient(res, sent.basic);
+          // Counted for the address as any failure is: sent on as an unknown client id of its own each time,
+          // which the reference refuses and counts for the address alone.
+          return reply(res, await withClientId(req, body, sent, `${client.clientId}-failure-${state.failures}`));
+        }
+      }
+    }
+    if (id === "real-clients-get-twice-the-budget" && isToken) {
+      const sent = credentialsOf(req, body);
+      const client = clients.find((c) => c.clientId === sent.clientId);
+      if (client && sent.clientSecret !== client.clientSecret) {
+        // The first budget's worth refused here, never forwarded: the reference's throttle counts only the rest.
+        const at = performance.now();
+        const held = extraFailures.get(client.clientId);
+        const window = held && at - held.from < windowMs ? held : { from: at, count: 0 };
+        extraFailures.set(client.clientId, window);
+        if (window.count++ < perClientId) return refuseClient(res, sent.basic);
+      }
+    }
     if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {
       const sent = credentialsOf(req, body);
       const client = clients.find((c) => c.clientId === sent.clientId);
@@ -877,6 +966,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return crash(res, "Maximum call stack size exceeded.");
     }
     // Python's urllib.parse.unquote(errors="strict") and decodeURIComponent throw on a percent sign without two hex digits.
+    if (id === "json-depth-limit-of-8" && !isToken && depthOf(body.toString("utf8")) > 8) {
+      return problem(res, 400, "malformed-request", "The body is nested too deeply.");
+    }
+    if (id === "http-layer-refuses-malformed-request-targets" && /%(?![0-9a-f]{2})/i.test(req.url ?? "")) {
+      return void res.writeHead(400, { "content-type": "text/html" }).end("<h1>400 Bad Request</h1>URISyntaxException thrown");
+    }
     if (id === "500-on-malformed-percent-escapes" && /%(?![0-9a-f]{2})/i.test((req.url ?? "").split("?")[1] ?? "")) {
       return crash(res, "URIError: URI malformed.");
     }
@@ -1098,6 +1193,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "labels-search-latin-1" && req.method === search.method && path === search.path && answer.status === 200) answer.headers["content-type"] = "application/json; charset=iso-8859-1";
     if ((id === "names-the-first-error-only" || id === "names-the-first-two-errors-only") && answer.status === 422) rewrite((p) => (p.errors = (p.errors as unknown[]).slice(0, id === "names-the-first-error-only" ? 1 : 2)));
     if (id === "returns-the-secret" && registering && answer.status === 201) rewrite((w) => (w.secret = sent.secret));
+    if (id === "masks-the-secret-but-2-at-each-end" && registering && answer.status === 201 && typeof sent.secret === "string") {
+      const chars = [...(sent.secret as string)];
+      rewrite((w) => (w.secretMask = [...chars.slice(0, 2), ..."*".repeat(Math.max(0, chars.length - 4)), ...chars.slice(-2)].join("")));
+    }
     if (id === "hints-the-secret-in-3-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = `…${[...(sent.secret as string)].slice(-3).join("")}`));
     if (id === "hints-the-secret-in-4-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretEnding = [...(sent.secret as string)].slice(-4).join("")));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));
@@ -1146,6 +1245,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "matched-without-leads" && creating && answer.status === 201) rewrite((r) => (r.status = r.status === "matched" ? "unmatched" : "matched"));
     if (id === "search-worst-rated-first" && req.method === search.method && path === search.path && answer.status === 200) rewrite((r) => r.businesses.reverse());
+    if (id === "lists-each-match-twice" && req.method === search.method && path === search.path && answer.status === 200) {
+      rewrite((r) => (r.businesses = r.businesses.flatMap((b: unknown) => [b, b])));
+    }
+    if (id === "lists-each-match-twice" && creating && answer.status === 201) {
+      // The second lead of each business with an id of its own (ids are digits: D14).
+      rewrite((r) => (r.leads = r.leads.flatMap((l: { leadID: string }) => [l, { ...l, leadID: `${l.leadID}0` }])));
+    }
     if (id === "tokens-say-60-seconds" && isToken && answer.status === 200) rewrite((t) => (t.expires_in = 60));
     if (id === "grants-scopes-not-asked" && isToken && answer.status === 200) rewrite((t) => (t.scope = contract.scopes.join(" ")));
     if (id === "insufficient-scope-as-business-forbidden" && answer.status === 403) {

@@ -184,8 +184,9 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
 /**
  * The parts of a value an answer holds only by quoting it: each run of `length` characters with at least 4
  * different ones, in any letter case (shorter or plainer runs, "000000", can occur anywhere by chance),
- * each run of 4 different ones with 2 outside ASCII, and of 3 different ones all outside it (which an
- * implementation's own words and ids do not hold: a hint of 3 characters of NON_ASCII_SECRET shows).
+ * each run of 4 different ones with 2 outside ASCII, and of 3 or 2 different ones all outside it (which
+ * an implementation's own words and ids do not hold: a mask that shows 2 characters of NON_ASCII_SECRET
+ * at each end shows).
  */
 function telltales(value: string, length = 6): string[] {
   const parts = new Set<string>();
@@ -201,6 +202,7 @@ function telltales(value: string, length = 6): string[] {
   const outsideAscii = (part: string[]) => part.filter((c) => c > "\x7f").length;
   runs(4, (part) => distinct(part) === 4 && outsideAscii(part) >= 2);
   runs(3, (part) => distinct(part) === 3 && outsideAscii(part) === 3);
+  runs(2, (part) => distinct(part) === 2 && outsideAscii(part) === 2);
   return [...parts];
 }
 
@@ -226,9 +228,15 @@ function jsonStringsOf(text: string): string[] {
 }
 
 /** What D17 says of an operation's successful answer beyond its schema: a failure's message, expected and actual. */
+/** The values listed more than once, each once. */
+const repeated = (values: unknown[]) => [...new Set(values.filter((v, i) => values.indexOf(v) !== i))];
+
 const answerRules: Record<string, (answer: Json, input: Input) => [string, unknown, unknown] | undefined> = {
   searchBusinesses(answer, input) {
     const businesses = (answer.businesses ?? []) as Json[];
+    // D17: a list of businesses, not of their matches (a join that yields a row per service area lists one twice).
+    const twice = repeated(businesses.map((b) => b.businessID as unknown));
+    if (twice.length > 0) return ["businesses are listed more than once (D17: the businesses that serve the category at the zip code)", [], twice];
     // D17: the businesses that serve the category asked for; each lists the categories it serves.
     const asked = input.query.category_id;
     const others = businesses.filter((b) => asked !== undefined && !((b.categories ?? []) as Json[]).some((c) => c?.categoryID === asked)).map((b) => b.businessID as unknown);
@@ -241,6 +249,9 @@ const answerRules: Record<string, (answer: Json, input: Input) => [string, unkno
     return answer.status === "enabled" ? undefined : ["a new webhook is not enabled (D17)", "enabled", answer.status];
   },
   createServiceRequest(answer) {
+    // D17: one lead per matched business.
+    const twice = repeated((Array.isArray(answer.leads) ? (answer.leads as Json[]) : []).map((l) => l?.businessID as unknown));
+    if (twice.length > 0) return ["a business has more than one lead of the service request (D17: one per matched business)", [], twice];
     const leads = Array.isArray(answer.leads) ? answer.leads.length : 0;
     const status = leads > 0 ? "matched" : "unmatched";
     return answer.status === status ? undefined : [`a service request with ${leads} leads is not ${status} (D17)`, status, answer.status];
@@ -1013,12 +1024,22 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
         let seconds = await lockOutEnds(told, lockedAt);
         // A throttle that ends sooner than a window begun with the first wrong secret: a window aligned to the
         // clock, which began before, or one shorter than D30's. Spent again at once, the aligned one has just begun.
-        if (told < budget.windowSeconds - (lockedAt - windowFrom!) / 1000 - 1) {
+        // So too where the first try was not throttled: a window that ended during it, or a budget larger
+        // than D30's (20 a client), which the window begun as this lock-out ended tells apart.
+        if (again || told < budget.windowSeconds - (lockedAt - windowFrom!) / 1000 - 1) {
           const endedBy = lockedAt + (told - 1) * 1000;
           windowFrom = performance.now();
           for (let n = 1; n <= budget.perClientId; n++) expectAnswer(ctx, op, await wrong(n), [refused], `wrong secret ${n} of ${budget.perClientId} of the second client, once its throttle ended ${told} s in`);
           const relocked = await tokenOf();
-          expectAnswer(ctx, op, relocked, [limited], `the right secret after ${budget.perClientId} wrong ones more, once the first throttle ended`);
+          expectAnswer(
+            ctx,
+            op,
+            relocked,
+            [limited],
+            again
+              ? `the right secret after ${budget.perClientId} wrong ones more in a window that had just begun (the first try's ${budget.perClientId} were not throttled either: D30's budget is ${budget.perClientId} a client id)`
+              : `the right secret after ${budget.perClientId} wrong ones more, once the first throttle ended`,
+          );
           const least = Math.floor(budget.windowSeconds - (performance.now() - endedBy) / 1000 - 1);
           expectThat(
             (retryAfterSeconds(relocked.headers["retry-after"]) ?? 0) >= least,
@@ -1026,7 +1047,11 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
             `Retry-After at least ${least}`,
             relocked.headers["retry-after"] ?? "(none)",
           );
-          notes.push(`its first throttle ended ${told} s in (a window aligned to the clock): spent its budget again, which began a whole window`);
+          notes.push(
+            again
+              ? "once that lock-out ended, spent its budget again, in a window that had just begun"
+              : `its first throttle ended ${told} s in (a window aligned to the clock): spent its budget again, which began a whole window`,
+          );
           seconds += await lockOutEnds(retryAfterSeconds(relocked.headers["retry-after"]) ?? budget.windowSeconds, performance.now());
         }
         return [...notes, `waited ${seconds} s in all for the second client's lock-outs to end`, ...(waited.seconds > 0 ? [waitedNote(limited, waited.seconds)] : [])].join("; ");
@@ -1093,11 +1118,13 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
   const clientIds = Math.ceil(budget.perAddress / budget.perClientId);
   const WIDTH = 8;
   const SUCCESSES_FIRST = 10;
+  /** Of the certifying client, well within its own budget (the run spends a few more in the token checks). */
+  const REAL_CLIENT_FAILURES = 2;
   return defineCheck<ApiContext>({
     id: "token-throttles-failed-authentication-per-address",
     section: `${op.section}, D30`,
     title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After, the right secret of a real client too.`,
-    scenario: `from a loopback address of its own, requests a token with --client-id and its secret ${SUCCESSES_FIRST} times (successes count for no budget), then with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids, then once for another, then with --client-id and its secret`,
+    scenario: `from a loopback address of its own, requests a token with --client-id and its secret ${SUCCESSES_FIRST} times (successes count for no budget), then with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids (the last ${REAL_CLIENT_FAILURES} of them --client-id's, a client that exists), then once for another, then with --client-id and its secret`,
     async run(ctx) {
       if (!onLoopbackV4(ctx)) {
         const host = tokenHost(ctx);
@@ -1116,9 +1143,12 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
           const early: { failure: number; answer: ReturnType<typeof seen>; retryAfter: number | undefined; underWay: number }[] = [];
           let failures = 0;
           const started = performance.now();
-          // Failure k is client id k / perClientId's: each id stays within its own budget.
+          // Failure k is client id k / perClientId's: each id stays within its own budget. The last few are the
+          // certifying client's wrong secrets: a client that exists counts for the address as an unknown one
+          // does (D30: unknown client or wrong secret), or guesses spread over real client ids go unthrottled.
           const fail = async (k: number, underWay: number) => {
-            const response = await attempt(`${prefix}-${Math.floor(k / budget.perClientId)}`, k % 2 === 1);
+            const clientId = k >= budget.perAddress - REAL_CLIENT_FAILURES ? ctx.options.clientId : `${prefix}-${Math.floor(k / budget.perClientId)}`;
+            const response = await attempt(clientId, k % 2 === 1);
             failures++;
             if (response.status !== refused) early.push({ failure: failures, answer: seen(response), retryAfter: retryAfterSeconds(response.headers["retry-after"]), underWay });
           };
@@ -1190,7 +1220,11 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
           await dispatcher.close();
         }
       }
-      throw new CheckFailed(`after ${budget.perAddress} failed authentications from one address, its next token request was not throttled (tried twice, each from a new address)`, limited, seenTries);
+      throw new CheckFailed(
+        `after ${budget.perAddress} failed authentications from one address, the last ${REAL_CLIENT_FAILURES} of them --client-id's wrong secrets, its next token request was not throttled (tried twice, each from a new address; D30 counts a real client's wrong secrets for the address as an unknown client's)`,
+        limited,
+        seenTries,
+      );
     },
   });
 }
@@ -1694,7 +1728,17 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             const unnamed = missing.filter((name) => !namesPointer(jsonOf(response), `/${name}`));
             expectEqual(unnamed, [], `${what}: errors[] does not name every failing member (D13)`);
           }
-          return `${variants.length + op.invalidExamples.length + (missing.length >= 2 ? 1 : 0)} invalid bodies`;
+          // D13: a parser's depth limit is 64 levels or more, so a body nested 64 deep is read, and refused
+          // by its schema: the first member's value 63 arrays deep, in the root object.
+          const [deepMember] = Object.keys(body);
+          if (deepMember !== undefined) {
+            const raw = Buffer.from(JSON.stringify({ ...body, [deepMember]: "@deep@" }).replace('"@deep@"', `${"[".repeat(63)}${"]".repeat(63)}`));
+            const what = `the example body with ${deepMember} nested 63 arrays deep (64 levels in all)`;
+            const response = await send(ctx, op, { query: example().input.query, body, raw }, token);
+            expectAnswer(ctx, op, response, [invalid], `${what} (D13: a depth limit, if any, of 64 levels or more)`);
+            expectThat(namesPointer(jsonOf(response), `/${deepMember}`), `${what}: errors[].pointer does not name /${deepMember}`, `/${deepMember}`, jsonOf(response).errors ?? "(no errors)");
+          }
+          return `${variants.length + op.invalidExamples.length + (missing.length >= 2 ? 1 : 0) + (deepMember !== undefined ? 1 : 0)} invalid bodies`;
         }),
       );
     }
@@ -1706,8 +1750,8 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       check(
         "invalid-query-gets-400",
         "D13",
-        `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>, also where a required one comes only as <name>[] (a parameter of another name), or digits come written as a number (10001.0, 10001e0); a malformed percent-escape (%zz), or a value percent-encoded twice (1000%2531), gets a ${malformed} problem.`,
-        `sends the example query to ${request} with each parameter missing or invalid in turn, then each required one named <name>[] instead, then each of digits with .0 and e0 after them, then each with %zz before its value, then each with its last character percent-encoded twice`,
+        `A missing or invalid query parameter gets a ${malformed} problem with the pointer /query/<name>, also where a required one comes only as <name>[] (a parameter of another name), or digits come written as a number (10001.0, 10001e0); a value percent-encoded twice (1000%2531) gets a ${malformed} problem, and a malformed percent-escape (%zz) a ${malformed} (from the HTTP layer, in a body of its own, if it refuses the request-target itself).`,
+        `sends the example query to ${request} with each parameter missing or invalid in turn, then each required one named <name>[] instead, then each of digits with .0 and e0 after them, then each with its last character percent-encoded twice, then each with %zz before its value`,
         async (ctx) => {
           const input = example().input;
           const variants = invalidVariants(ctx.contract, op, input).filter((v) => v.pointer.startsWith("/query/"));
@@ -1741,17 +1785,23 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
           // then invalid, never a 5xx. Where it is refused before any parameter is read, no pointer is asked for.
           // And its last character percent-encoded twice (zip=1000%2531): decoded once, as it must be, it is not the value.
           const twice = (value: string) => `${encodeURIComponent(value.slice(0, -1))}%25${value.charCodeAt(value.length - 1).toString(16).padStart(2, "0")}`;
-          const escaped = op.query
-            .filter((p) => input.query[p.name] !== undefined)
-            .flatMap((p) =>
-              [(value: string) => `%zz${encodeURIComponent(value)}`, twice].map((written) =>
-                Object.entries(input.query).map(([name, value]) => `${encodeURIComponent(name)}=${name === p.name ? written(value) : encodeURIComponent(value)}`).join("&"),
-              ),
-            );
-          for (const raw of escaped) {
-            expectAnswer(ctx, op, await ctx.call(op, { query: raw, token }), [malformed], `a malformed percent-escape, or one written twice (${raw})`);
+          const written = (how: (value: string) => string) =>
+            op.query
+              .filter((p) => input.query[p.name] !== undefined)
+              .map((p) => Object.entries(input.query).map(([name, value]) => `${encodeURIComponent(name)}=${name === p.name ? how(value) : encodeURIComponent(value)}`).join("&"));
+          const encodedTwice = written(twice);
+          const malformedEscapes = written((value) => `%zz${encodeURIComponent(value)}`);
+          for (const raw of encodedTwice) expectAnswer(ctx, op, await ctx.call(op, { query: raw, token }), [malformed], `a value percent-encoded twice (${raw})`);
+          // Last: such a request-target is not valid HTTP (RFC 9112 §3), and an HTTP layer may refuse it with a
+          // 400 of its own before the API sees it (the JDK's HttpServer does, in text/html). A 400 in another
+          // body than a problem passes; a problem is held to the contract.
+          for (const raw of malformedEscapes) {
+            const response = await ctx.call(op, { query: raw, token });
+            const type = String(response.headers["content-type"] ?? "");
+            if (response.status === malformed && !/^application\/problem\+json\b/i.test(type)) continue;
+            expectAnswer(ctx, op, response, [malformed], `a malformed percent-escape (${raw})`);
           }
-          return `${variants.length + asArrays.length + asNumbers.length + escaped.length} invalid queries`;
+          return `${variants.length + asArrays.length + asNumbers.length + encodedTwice.length + malformedEscapes.length} invalid queries`;
         },
       ),
     );

@@ -7,8 +7,8 @@ import { setTimeout as delay } from "node:timers/promises";
 import { BlockList, isIP } from "node:net";
 import https from "node:https";
 import MailComposer from "nodemailer/lib/mail-composer/index.js";
-import { rootCertificates } from "node:tls";
-import { Agent, interceptors } from "undici";
+import { checkServerIdentity, connect as tlsConnect, rootCertificates } from "node:tls";
+import { Agent, interceptors, type buildConnector } from "undici";
 import { eventNames, newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
 import { seed, type RegistrationOverride } from "../../src/server/app.js";
 import type { Db } from "../../src/server/store.js";
@@ -253,9 +253,9 @@ function expiringStatuses(statuses: string[]): PartsOverride {
   });
 }
 
-/** Records a batch of outcomes in the order `compare` sorts them in, and answers in the order given. */
-async function recordedInAnotherOrder(base: DeliveryParts, batch: Outcome[], compare: (a: Outcome, b: Outcome) => number): Promise<Recorded[]> {
-  const order = batch.map((_, i) => i).sort((a, b) => compare(batch[a]!, batch[b]!));
+/** Records a batch of outcomes in the order `compare` sorts them in (by their places, where it takes them), and answers in the order given. */
+async function recordedInAnotherOrder(base: DeliveryParts, batch: Outcome[], compare: (a: Outcome, b: Outcome, placeOfA: number, placeOfB: number) => number): Promise<Recorded[]> {
+  const order = batch.map((_, i) => i).sort((a, b) => compare(batch[a]!, batch[b]!, a, b));
   const recorded = await base.record(order.map((i) => batch[i]!));
   const results = new Array<Recorded>(batch.length);
   order.forEach((i, k) => (results[i] = recorded[k]!));
@@ -586,6 +586,12 @@ export const brokenServers: BrokenServer[] = [
     }),
   },
   {
+    // Outcomes gathered for a second, then recorded last first.
+    id: "records-a-batch-in-reverse",
+    recordLingerMs: 1000,
+    parts: (base) => ({ record: (batch) => recordedInAnotherOrder(base, batch, (_a, _b, placeOfA, placeOfB) => placeOfB - placeOfA) }),
+  },
+  {
     // Outcomes gathered for a second, then recorded in the order the attempts were sent (signed, which
     // the engine does in the order it claims and sends them), not the order they ended: as a server that
     // awaits every attempt of a batch and then records their outcomes in turn.
@@ -678,6 +684,46 @@ export const brokenServers: BrokenServer[] = [
         dispatcher: new Agent({ connect: { ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])], checkServerIdentity: () => undefined } }),
       }).send,
     }),
+  },
+
+  {
+    // Retries through another client that takes any certificate (a "fallback" client for retries).
+    id: "skips-certificate-verification-on-retries",
+    parts: (base, ctx) => {
+      const insecure = defaultParts({ ...ctx, dispatcher: new Agent({ connect: { rejectUnauthorized: false } }) }).send;
+      const retries = new Set<string>();
+      return {
+        async sign(a) {
+          const signed = await base.sign(a);
+          if (a.attempt > 1) retries.add(signed.signature);
+          return signed;
+        },
+        send: (url, body, signature, signal) => (retries.has(signature) ? insecure : base.send)(url, body, signature, signal),
+      };
+    },
+  },
+  {
+    // The chain and the host name are verified, the dates not: an expired certificate is taken.
+    id: "takes-expired-certificates",
+    parts: (_base, ctx) => {
+      const ca = [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])];
+      const connect: buildConnector.connector = (options, done) => {
+        const host = options.hostname.replace(/^\[|\]$/g, "");
+        const socket = tlsConnect({ host, port: Number(options.port || 443), ca, rejectUnauthorized: false, ...(isIP(host) ? {} : { servername: host }) });
+        socket.once("error", (error) => done(error, null));
+        socket.once("secureConnect", () => {
+          // Node gives the chain's verdict as OpenSSL's code, a string despite its type.
+          const chain = socket.authorizationError as unknown as string | null;
+          const wrong = chain && chain !== "CERT_HAS_EXPIRED" ? new Error(chain) : checkServerIdentity(host, socket.getPeerCertificate());
+          if (wrong) {
+            socket.destroy();
+            return done(wrong, null);
+          }
+          done(null, socket);
+        });
+      };
+      return { send: defaultParts({ ...ctx, dispatcher: new Agent({ connect }) }).send };
+    },
   },
 
   // -- The disable e-mail --------------------------------------------------------------------------

@@ -31,9 +31,10 @@ const crypto = webcrypto as unknown as NonNullable<Parameters<typeof x509.X509Ce
 // What the strictest verifiers ask of a chain (OpenSSL's -x509_strict, Python 3.13's default
 // VERIFY_X509_STRICT): a Subject Key Identifier on each certificate, an Authority Key Identifier on the
 // issued one, and a critical basicConstraints on the CA.
+/** Valid for `days` from a minute ago (clock skew); `days` below 0: expired that long ago, after a week's validity. */
 const validity = (days: number) => ({
   serialNumber: `01${randomBytes(15).toString("hex")}`, // positive, 16 bytes
-  notBefore: new Date(Date.now() - 60_000), // a minute of clock skew
+  notBefore: new Date(days < 0 ? Date.now() + (days - 7) * DAY_MS : Date.now() - 60_000),
   notAfter: new Date(Date.now() + days * DAY_MS),
   signingAlgorithm: algorithm,
 });
@@ -45,6 +46,9 @@ export async function createTestCa(validDays = 7): Promise<TestCa> {
   const ca = await x509.X509CertificateGenerator.createSelfSigned(
     {
       ...validity(validDays),
+      // Valid since well before any certificate it issues, an expired one's included: a verifier that
+      // checks the chain at a moment inside the leaf's validity then finds the CA valid too.
+      notBefore: new Date(Date.now() - 30 * DAY_MS),
       name: "CN=partner-platform conformance CA",
       keys,
       extensions: [
@@ -58,15 +62,18 @@ export async function createTestCa(validDays = 7): Promise<TestCa> {
   return { caCert: ca.toString("pem"), caKey: await pemKey(keys.privateKey) };
 }
 
-/** A server certificate for `host`: an IP address goes into the SAN as an IP, a name as a DNS name. */
-export async function issueServerCertificate(ca: TestCa, host: string): Promise<TestPki> {
+/**
+ * A server certificate for `host`: an IP address goes into the SAN as an IP, a name as a DNS name. Valid
+ * for a week, or with `validDays` below 0 expired that many days ago.
+ */
+export async function issueServerCertificate(ca: TestCa, host: string, validDays = 7): Promise<TestPki> {
   const caCert = new x509.X509Certificate(ca.caCert);
   const der = createPrivateKey(ca.caKey).export({ type: "pkcs8", format: "der" });
   const signingKey = await webcrypto.subtle.importKey("pkcs8", der, algorithm, false, ["sign"]);
   const keys = await newKeys();
   const server = await x509.X509CertificateGenerator.create(
     {
-      ...validity(7),
+      ...validity(validDays),
       subject: `CN=${host}`,
       issuer: caCert.subject,
       publicKey: keys.publicKey,

@@ -97,8 +97,8 @@ export interface Receiver {
   readonly refusals: readonly Refusal[];
   /** Responders that threw (a fault of the suite, not of the sender): their attempts were answered 500. */
   readonly responderErrors: readonly string[];
-  /** A certificate for another host, issued by the receiver's CA (which the sender trusts). */
-  issue(host: string): Promise<TestPki>;
+  /** A certificate for a host, issued by the receiver's CA (which the sender trusts); with `validDays` below 0, expired. */
+  issue(host: string, validDays?: number): Promise<TestPki>;
   /**
    * Presents `certificate` on new connections (undefined: the receiver's own again) and closes the open
    * ones, so that the sender's next attempt makes a handshake with it.
@@ -264,7 +264,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     tlsErrors,
     refusals,
     responderErrors,
-    issue: (otherHost) => issueServerCertificate(ca, otherHost),
+    issue: (otherHost, validDays) => issueServerCertificate(ca, otherHost, validDays),
     present(certificate) {
       presenting = certificate?.label ?? "own";
       server.setSecureContext({ cert: certificate?.cert ?? pki.cert, key: certificate?.key ?? pki.key });
