@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { basicCredentials, seed } from "../../src/server/app.js";
 import { loadConfig } from "../../src/server/config.js";
-import { loadContract, mediaTypeOf, UNKNOWN_ID } from "./contract.js";
+import { loadContract, mediaTypeOf, UNKNOWN_ID, UNSERVED_ZIP } from "./contract.js";
 import { basicOf } from "./context.js";
 
 export interface BrokenApi {
@@ -57,6 +57,15 @@ export const brokenApis = [
   { id: "spaces-dropped-from-phones", description: "Drops the spaces of a phone number before checking it: +12125 550143 is taken (D14: E.164, no spaces)." },
   { id: "phone-starts-with-0", description: "Checks phone numbers with ^\\+[0-9]{2,15}$: +0… is taken (D14: E.164's country code starts with 1 to 9)." },
   { id: "https-in-any-case", description: "Registers a webhook whose url starts HTTPS:// (the schema's pattern is ^https://, case-sensitive)." },
+  { id: "trims-event-names", description: 'Trims the event names of a registration before reading them: "lead.created\\n" and " lead.created" subscribe to lead.created (D16: nothing is trimmed).' },
+  { id: "reads-signed-zip-codes", description: "Reads zip codes as Go's Atoi does: +1000 and -1000 are five characters and a number, taken as 01000 in a search's query and a service request's body (D14: digits alone)." },
+  { id: "answers-reads-in-plain-text", description: "GET on a 201's Location answers the router's own 404, text/plain (D35: a 404 problem)." },
+  { id: "unknown-category-matches-nothing-where-none-serve", description: "A service request for an unknown category at a zip code no business serves gets 201 unmatched, not 404 (D13: the category does not exist)." },
+  { id: "fails-on-nul-in-text", description: "Stores text in PostgreSQL as it comes: a U+0000 in a customer's name or a webhook's secret is answered 500 (D13: client input never causes a 5xx)." },
+  { id: "lockout-revokes-tokens", description: "Revokes the tokens a client holds when D30's throttle locks it out: anyone who knows a client id logs its partner out with 10 wrong secrets (D30: token requests are refused, live tokens keep working)." },
+  { id: "caps-tokens-over-all-clients", description: "Keeps D32's cap of 100 live tokens over every client together: issuing the 101st of anyone's revokes the oldest of anyone's, another partner's too (D32: one cap per client)." },
+  { id: "revoked-tokens-still-register-webhooks", description: "Registers webhooks with a token D32's cap revoked: that operation's code path checks whose the token is, not whether it was revoked (D32: refused with 401 from then on)." },
+  { id: "hands-back-tokens-by-scope-only", description: "Hands back a live token for the same scopes whichever client asks: a second client is handed the first one's token (D23, D32: a client's own)." },
   { id: "event-names-in-any-case", description: "Takes event names in any letter case: LEAD.CREATED subscribes to lead.created (D16: one of the eight names)." },
   { id: "hints-the-secret-in-a-header", description: "A registered webhook's 201 has a header X-Webhook-Secret-Hint with the secret's last 8 characters (D16: never returned, nor a part)." },
   { id: "returns-the-secret-in-base64", description: "A registered webhook is answered with a secretRef member: its secret in base64 (D16: never returned, in no form)." },
@@ -130,6 +139,7 @@ export const brokenApis = [
   { id: "hints-the-secret-in-4-characters", description: "A registered webhook is answered with a secretEnding member: the last 4 characters of its secret, as consoles show a key's (D16: never returned, nor a part)." },
   { id: "json-depth-limit-of-8", description: "Its JSON parser refuses bodies nested deeper than 8 levels (400 malformed-request): D13 asks for a limit of 64 or more." },
   { id: "masks-the-secret-but-2-at-each-end", description: "A registered webhook is answered with a secretMask member: the secret's first 2 and last 2 characters, * for each of the others (D16: never returned, nor a part)." },
+  { id: "hints-the-secret-in-4-bytes", description: "A registered webhook is answered with a secretHint member: the first and last 4 bytes of its secret's UTF-8, as Go slices a string, a character cut in two written as U+FFFD (D16: never returned, nor a part)." },
   { id: "hints-the-secret-in-3-characters", description: "A registered webhook is answered with a secretHint member: \"…\" and the last 3 characters of its secret (D16: never returned, nor a part)." },
   { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
   { id: "unescaped-pointers", description: "Writes errors[].pointer by joining member names with / as they are: a member named secret~/v2 is /secret~/v2, not /secret~0~1v2 (RFC 6901 §3)." },
@@ -369,6 +379,10 @@ const lenientReadings: Partial<Record<BrokenApiId, (text: string) => string>> = 
     text.replace(/("secret"\s*:\s*")((?:\u{1F600}){1,15})"/u, (whole, start: string, short: string) => ([...short].length * 2 >= 16 ? `${start}${short}${"x".repeat(16 - [...short].length)}"` : whole)),
   "digits-in-any-script": (text) => text.replace(/[\u0660-\u0669]/g, (d) => String(d.codePointAt(0)! - 0x660)),
   "reads-zip-plus-four": (text) => text.replace(/("zipCode"\s*:\s*")(\d{5})-\d{4}"/, '$1$2"'),
+  // Go's Atoi, Java's parseInt: a sign and four digits is a number of five characters, written back with a 0.
+  "reads-signed-zip-codes": (text) => text.replace(/("zipCode"\s*:\s*")[+-](\d{4})"/, '$10$2"'),
+  "trims-event-names": (text) =>
+    text.replace(/("events"\s*:\s*\[)([^\]]*)\]/, (_, start: string, names: string) => `${start}${names.replace(/"(?:\s|\\n)+/g, '"').replace(/(?:\s|\\n)+"/g, '"')}]`),
   "member-names-ignore-case": (text) => {
     // A member whose name is another's in other letters is bound to that one (other bodies go on as sent).
     let rebound = false;
@@ -400,6 +414,37 @@ const addressLimits: Partial<Record<BrokenApiId, number>> = {
   "throttles-address-after-100-failures": 100,
   "throttles-address-after-295-failures": 295,
 };
+
+/**
+ * Fixed windows of D30's kind, one per key: a key's window opens at `startOf(at)` when it has none open
+ * (at its first counted request, or aligned to the clock), lasts `ms`, and counts what the key spent in it.
+ */
+class Windows {
+  readonly #open = new Map<string, { start: number; count: number }>();
+  constructor(
+    readonly ms: number,
+    readonly startOf: (at: number) => number = (at) => at,
+  ) {}
+  /** The key's window open at `at`, if any. */
+  peek(key: string, at: number): { start: number; count: number } | undefined {
+    const window = this.#open.get(key);
+    return window && at - window.start < this.ms ? window : undefined;
+  }
+  /** The key's window open at `at`, or a new one. */
+  at(key: string, at: number): { start: number; count: number } {
+    return this.peek(key, at) ?? this.restart(key, at);
+  }
+  /** A new window for the key, from `at`. */
+  restart(key: string, at: number): { start: number; count: number } {
+    const window = { start: this.startOf(at), count: 0 };
+    this.#open.set(key, window);
+    return window;
+  }
+  /** A 429's `Retry-After` at `at`: the whole seconds left of `window`, at least 1. */
+  retryAfter(window: { start: number }, at: number): string {
+    return String(Math.max(1, Math.ceil((window.start + this.ms - at) / 1000)));
+  }
+}
 
 /** The token endpoint's answer to a failed client authentication, as the reference writes it; `basic`: the client tried HTTP Basic, so the answer challenges it (RFC 6749 §5.2). */
 /** How deep a JSON text nests its arrays and objects (brackets inside strings not counted). */
@@ -514,24 +559,35 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   }
 
   const register = contract.apiOperations.find((o) => o.operationId === "registerWebhook")!;
-  /** The fronts of addressLimits: what each address spent in its window. */
-  const perAddress = new Map<string, { start: number; count: number }>();
+  const windowMs = (contract.failedAuthThrottle?.windowSeconds ?? 60) * 1000;
+  /** The fronts of addressLimits: what each address spent in its window (a burst's of a second). */
+  const perAddress = new Windows(id.startsWith("throttles-address-after-") ? 60_000 : 1000);
   /** The reference's clients (any other client id is unknown). */
   const clients = loadConfig().clients;
   const knownClients = new Set(clients.map((c) => c.clientId));
   /** throttle-window-ends-mid-check: requests per unknown client id, and when the front's windows began (at the first 5th). */
   const requestsOf = new Map<string, number>();
   let windowsFrom: number | undefined;
-  /** tokens-ignore-case: every token the reference issued through the front. */
-  const issuedTokens = new Set<string>();
-  /** tokens-die-after-30-seconds: when each token was issued. */
+  /** tokens-ignore-case & co., tokens-die-after-30-seconds: every token the reference issued through the front, and when. */
   const issuedAt = new Map<string, number>();
+  /** Forwards a token request, and keeps the token issued. */
+  const issuing = async (req: IncomingMessage, body: Buffer): Promise<Forwarded> => {
+    const answer = await forward(req, body);
+    if (answer.status === 200) issuedAt.set(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token), performance.now());
+    return answer;
+  };
+  /** lockout-revokes-tokens: each client's tokens, and those revoked by a lock-out. */
+  const tokensOfClient = new Map<string, Set<string>>();
+  const revokedTokens = new Set<string>();
+  /** revoked-tokens-still-register-webhooks: how each token was asked for. */
+  const askedFor = new Map<string, KeptToken["asked"]>();
   /** hands-back-live-tokens: per client and scope set, the token it was handed, and the reference's it stands for now. */
   const liveTokens = new Map<string, KeptToken & { handedOut: string }>();
-  /** real-client-window-ends-mid-try: each real client's wrong secrets so far, its window's start and its failures in that window. */
-  const realWindows = new Map<string, { failures: number; start?: number; count: number }>();
+  /** real-client-window-ends-mid-try, address-budget-counts-unknown-clients-only: each real client's wrong secrets so far, and its window. */
+  const realFailureCount = new Map<string, number>();
+  const realWindows = new Windows(windowMs);
   /** real-clients-get-twice-the-budget: the wrong secrets of each real client the front refused itself, in a window of D30's length. */
-  const extraFailures = new Map<string, { from: number; count: number }>();
+  const extraFailures = new Windows(windowMs);
   /** success-resets-failure-count, real-clients-failures-not-counted: a real client's wrong secrets, counted by the front. */
   const realFailures = new Map<string, number>();
   /** throttles-per-client-id-only: failed authentications per client id, and its budget. */
@@ -541,9 +597,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   /** refuses-one-token-request-in-15: the token requests so far; …-in-6-of-a-client: each client id's. */
   let tokenRequests = 0;
   const tokenRequestsOf = new Map<string, number>();
-  /** throttle-windows-aligned-to-the-clock: failed authentications per client id and window ("id window"). */
-  const failuresInWindow = new Map<string, number>();
-  const windowMs = (contract.failedAuthThrottle?.windowSeconds ?? 60) * 1000;
+  /** throttle-windows-aligned-to-the-clock, throttle-window-of-5-seconds: failed authentications per client id, in windows aligned to the clock. */
+  const alignedMs = id === "throttle-window-of-5-seconds" ? 5000 : windowMs;
+  const failuresInWindow = new Windows(alignedMs, (at) => at - (at % alignedMs));
   /** throttle-skips-basic: each client's last token answer. */
   const lastTokenAnswer = new Map<string, Forwarded>();
   /** leads-for-every-category: leads the front made up, counted for their ids. */
@@ -581,18 +637,15 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // that the reference counts it for the address alone.
       const sent = credentialsOf(req, body);
       const now = Date.now();
-      const ms = id === "throttle-window-of-5-seconds" ? 5000 : windowMs;
-      const window = Math.floor(now / ms);
-      const key = `${sent.clientId} ${window}`;
-      if ((failuresInWindow.get(key) ?? 0) >= perClientId) {
-        const retryAfter = String(Math.max(1, Math.ceil(((window + 1) * ms - now) / 1000)));
-        return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": retryAfter, "cache-control": "no-store" });
+      const window = failuresInWindow.at(sent.clientId, now);
+      if (window.count >= perClientId) {
+        return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": failuresInWindow.retryAfter(window, now), "cache-control": "no-store" });
       }
       const client = clients.find((c) => c.clientId === sent.clientId);
       // Only a plain client id is replaced: one the reference refuses for its form keeps that answer.
       if ((client && sent.clientSecret === client.clientSecret) || !/^[\w.~-]{1,64}$/.test(sent.clientId)) return reply(res, await forward(req, body));
       const answer = await withClientId(req, body, sent, `aligned-${randomBytes(6).toString("hex")}`);
-      if (answer.status === 401) failuresInWindow.set(key, (failuresInWindow.get(key) ?? 0) + 1);
+      if (answer.status === 401) window.count++;
       return reply(res, answer);
     }
     if (id === "counts-successes-per-address" && isToken) {
@@ -718,31 +771,63 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (answer) return reply(res, answer);
     }
     if (id === "tokens-ignore-case" || id === "tokens-match-by-prefix" || id === "tokens-match-their-start") {
-      if (isToken) {
-        const answer = await forward(req, body);
-        if (answer.status === 200) issuedTokens.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
-        return reply(res, answer);
-      }
+      if (isToken) return reply(res, await issuing(req, body));
       const bearer = bearerOf(req);
       const real =
         bearer === undefined
           ? undefined
-          : [...issuedTokens].find((t) =>
+          : [...issuedAt.keys()].find((t) =>
               id === "tokens-ignore-case" ? t.toLowerCase() === bearer.toLowerCase() : id === "tokens-match-by-prefix" ? bearer.startsWith(t) : bearer.length >= 8 && t.startsWith(bearer),
             );
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
     }
-    if (id === "tokens-die-after-30-seconds") {
+    if (id === "fails-on-nul-in-text" && !isToken && body.toString("utf8").includes("\\u0000")) {
+      // PostgreSQL's "invalid byte sequence for encoding UTF8: 0x00", answered as a crash.
+      return crash(res, "invalid byte sequence for encoding UTF8: 0x00");
+    }
+    if (id === "lockout-revokes-tokens") {
+      // A client locked out (D30) loses the tokens it holds too.
+      if (!isToken) {
+        const bearer = bearerOf(req);
+        return reply(res, await forward(req, body, bearer !== undefined && revokedTokens.has(bearer) ? { authorization: `Bearer ${bearer}-revoked` } : {}));
+      }
+      const answer = await forward(req, body);
+      const clientId = credentialsOf(req, body).clientId;
+      const held = tokensOfClient.get(clientId) ?? new Set<string>();
+      tokensOfClient.set(clientId, held);
+      if (answer.status === 200) held.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
+      if (answer.status === 429) for (const t of held) revokedTokens.add(t);
+      return reply(res, answer);
+    }
+    if (id === "caps-tokens-over-all-clients") {
+      // D32's cap kept over the tokens of every client together: the oldest of anyone's is revoked.
+      if (isToken) return reply(res, await issuing(req, body));
+      const bearer = bearerOf(req);
+      const newest = [...issuedAt.keys()].slice(-(contract.liveTokensPerClient ?? 100));
+      const revoked = bearer !== undefined && issuedAt.has(bearer) && !newest.includes(bearer);
+      return reply(res, await forward(req, body, revoked ? { authorization: `Bearer ${bearer}-revoked` } : {}));
+    }
+    if (id === "revoked-tokens-still-register-webhooks") {
       if (isToken) {
         const answer = await forward(req, body);
-        if (answer.status === 200) issuedAt.set(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token), performance.now());
+        if (answer.status === 200) askedFor.set(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token), askedAs(req, body));
         return reply(res, answer);
       }
+      const answer = await forward(req, body);
+      const asked = registering ? askedFor.get(bearerOf(req) ?? "") : undefined;
+      if (answer.status !== 401 || !asked) return reply(res, answer);
+      // A code path of its own that checks a token's client, not whether it was revoked: a new token of that client in its place.
+      const again = await request(`${upstream}${token.path}`, { method: "POST", ...asked });
+      const renewed = ((await again.body.json()) as { access_token?: string }).access_token;
+      return reply(res, renewed ? await forward(req, body, { authorization: `Bearer ${renewed}` }) : answer);
+    }
+    if (id === "tokens-die-after-30-seconds") {
+      if (isToken) return reply(res, await issuing(req, body));
       const bearer = bearerOf(req);
       const at = bearer === undefined ? undefined : issuedAt.get(bearer);
       return reply(res, await forward(req, body, at !== undefined && performance.now() - at > 30_000 ? { authorization: `Bearer ${bearer}-expired` } : {}));
     }
-    if (id === "hands-back-live-tokens") {
+    if (id === "hands-back-live-tokens" || id === "hands-back-tokens-by-scope-only") {
       // The client's token is the first the reference issued it for these scopes; each request with it is
       // sent on with the newest the reference issued (which its cap keeps alive), as one token renewed would be.
       if (!isToken) {
@@ -753,7 +838,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const answer = await forward(req, body);
       if (answer.status !== 200) return reply(res, answer);
       const issued = JSON.parse(answer.body.toString("utf8")) as { access_token: string; scope?: string };
-      const key = `${credentialsOf(req, body).clientId} ${(issued.scope ?? "").split(" ").sort().join(" ")}`;
+      // hands-back-tokens-by-scope-only: one token per set of scopes, whichever client asks.
+      const scopes = (issued.scope ?? "").split(" ").sort().join(" ");
+      const key = id === "hands-back-tokens-by-scope-only" ? scopes : `${credentialsOf(req, body).clientId} ${scopes}`;
       const held = liveTokens.get(key) ?? { handedOut: issued.access_token, current: issued.access_token, asked: askedAs(req, body) };
       liveTokens.set(key, { ...held, current: issued.access_token });
       return reply(res, { ...answer, body: Buffer.from(JSON.stringify({ ...issued, access_token: held.handedOut })) });
@@ -792,17 +879,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id in addressLimits && isToken) {
       const address = req.socket.remoteAddress ?? "";
       const burst = !id.startsWith("throttles-address-after-");
-      const windowMs = burst ? 1000 : 60_000;
       const now = Date.now();
-      let window = perAddress.get(address);
+      const window = perAddress.at(address, now);
       // The burst limit ends after a second without requests, however slowly the burst came (a machine
       // under load takes more than a second for 100), so the suite meets it in every run.
-      if (!window || now - window.start >= windowMs) perAddress.set(address, (window = { start: now, count: 0 }));
-      else if (burst) window.start = now;
-      const limit = addressLimits[id]!;
-      if (window.count >= limit) {
-        const retryAfter = String(Math.max(1, Math.ceil((window.start + windowMs - now) / 1000)));
-        return problem(res, 429, "rate-limited", "Too many requests from this address.", {}, { "retry-after": retryAfter, "cache-control": "no-store" });
+      if (burst) window.start = now;
+      if (window.count >= addressLimits[id]!) {
+        return problem(res, 429, "rate-limited", "Too many requests from this address.", {}, { "retry-after": perAddress.retryAfter(window, now), "cache-control": "no-store" });
       }
       const answer = await forward(req, body);
       // The general limit counts every request; the early throttle only failed authentications.
@@ -840,28 +923,21 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const sent = credentialsOf(req, body);
       const client = clients.find((c) => c.clientId === sent.clientId);
       if (client) {
-        const state = realWindows.get(client.clientId) ?? { failures: 0, count: 0 };
-        realWindows.set(client.clientId, state);
         const at = performance.now();
-        if (state.start !== undefined && at - state.start >= windowMs) {
-          state.start += Math.floor((at - state.start) / windowMs) * windowMs;
-          state.count = 0;
-        }
-        if (state.start !== undefined && state.count >= perClientId) {
-          const rest = Math.max(1, Math.ceil((state.start + windowMs - at) / 1000));
-          return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": String(rest), "cache-control": "no-store" });
+        const open = realWindows.peek(client.clientId, at);
+        if (open && open.count >= perClientId) {
+          return problem(res, 429, "rate-limited", "Too many failed client authentications.", {}, { "retry-after": realWindows.retryAfter(open, at), "cache-control": "no-store" });
         }
         if (sent.clientSecret !== client.clientSecret) {
+          const failures = (realFailureCount.get(client.clientId) ?? 0) + 1;
+          realFailureCount.set(client.clientId, failures);
           // real-client-window-ends-mid-try: the first window ends at the 5th wrong secret; windows of D30's length from then on.
-          if (++state.failures === 1 || (state.failures === 5 && id === "real-client-window-ends-mid-try")) {
-            state.start = at;
-            state.count = 0;
-          }
-          state.count++;
+          const midTry = failures === 5 && id === "real-client-window-ends-mid-try";
+          (midTry ? realWindows.restart(client.clientId, at) : realWindows.at(client.clientId, at)).count++;
           if (id === "address-budget-counts-unknown-clients-only") return refuseClient(res, sent.basic);
           // Counted for the address as any failure is: sent on as an unknown client id of its own each time,
           // which the reference refuses and counts for the address alone.
-          return reply(res, await withClientId(req, body, sent, `${client.clientId}-failure-${state.failures}`));
+          return reply(res, await withClientId(req, body, sent, `${client.clientId}-failure-${failures}`));
         }
       }
     }
@@ -870,11 +946,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const client = clients.find((c) => c.clientId === sent.clientId);
       if (client && sent.clientSecret !== client.clientSecret) {
         // The first budget's worth refused here, never forwarded: the reference's throttle counts only the rest.
-        const at = performance.now();
-        const held = extraFailures.get(client.clientId);
-        const window = held && at - held.from < windowMs ? held : { from: at, count: 0 };
-        extraFailures.set(client.clientId, window);
-        if (window.count++ < perClientId) return refuseClient(res, sent.basic);
+        if (extraFailures.at(client.clientId, performance.now()).count++ < perClientId) return refuseClient(res, sent.basic);
       }
     }
     if ((id === "real-clients-failures-not-counted" || id === "success-resets-failure-count" || id === "right-secret-passes-the-throttle") && isToken) {
@@ -1042,7 +1114,18 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       return reply(res, await forward(req, body, wide ? { authorization: `Bearer ${wide}` } : {}));
     }
 
-    if (id === "unknown-category-matches-nothing" && req.method === create.method && path === create.path) {
+    const unservedZip = (): boolean => {
+      try {
+        return (JSON.parse(body.toString("utf8")) as { zipCode?: unknown }).zipCode === UNSERVED_ZIP;
+      } catch {
+        return false;
+      }
+    };
+    if (
+      (id === "unknown-category-matches-nothing" || (id === "unknown-category-matches-nothing-where-none-serve" && unservedZip())) &&
+      req.method === create.method &&
+      path === create.path
+    ) {
       const answer = await forward(req, body);
       if (answer.status !== 404) return reply(res, answer);
       // The reference's 201 for a category it has, at a zip code no business serves, given the category sent.
@@ -1126,6 +1209,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     }
     if (id === "reads-array-parameters") req.url = (req.url ?? "").replace(arrayParameter("gi"), "$1=");
     if (id === "reads-zip-plus-four") req.url = (req.url ?? "").replace(/(zip=\d{5})-\d{4}(?=&|$)/, "$1");
+    if (id === "reads-signed-zip-codes") req.url = (req.url ?? "").replace(/(zip=)(?:%2B|-)(\d{4})(?=&|$)/i, "$10$2");
+    if (id === "answers-reads-in-plain-text" && req.method === "GET" && (path.startsWith(`${register.path}/`) || path.startsWith(`${create.path}/`))) {
+      // A router's own 404 (Go's ServeMux: "404 page not found").
+      return void res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("404 page not found\n");
+    }
     if (id === "trims-query-values" && path === search.path) {
       const query = new URL(req.url ?? "", "http://front").searchParams;
       for (const [name, value] of [...query]) query.set(name, value.trim());
@@ -1198,6 +1286,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       rewrite((w) => (w.secretMask = [...chars.slice(0, 2), ..."*".repeat(Math.max(0, chars.length - 4)), ...chars.slice(-2)].join("")));
     }
     if (id === "hints-the-secret-in-3-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = `…${[...(sent.secret as string)].slice(-3).join("")}`));
+    // Go's secret[:4] and secret[len(secret)-4:]: bytes, a character cut in two written as U+FFFD by encoding/json.
+    if (id === "hints-the-secret-in-4-bytes" && registering && answer.status === 201 && typeof sent.secret === "string") {
+      const bytes = Buffer.from(sent.secret as string, "utf8");
+      rewrite((w) => (w.secretHint = `${bytes.subarray(0, 4).toString("utf8")}****${bytes.subarray(-4).toString("utf8")}`));
+    }
     if (id === "hints-the-secret-in-4-characters" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretEnding = [...(sent.secret as string)].slice(-4).join("")));
     if (id === "returns-a-secret-hint" && registering && answer.status === 201 && typeof sent.secret === "string") rewrite((w) => (w.secretHint = (sent.secret as string).slice(0, 8)));
     // Where its last 8 characters can be a header's (printable ASCII).

@@ -10,7 +10,7 @@ import { CheckFailed, CheckSkipped, defineCheck, expectEqual, expectThat, type C
 import { challengeOf } from "./challenges.js";
 import { namesPointer, UNKNOWN_ID, UNSERVED_ZIP, type Contract, type Operation, type QueryParameter, type ResponseSeen } from "./contract.js";
 import { basicOf, formEncoded, retryAfterSeconds, seen, type ApiContext } from "./context.js";
-import { arbitraryOf, atMaxLength, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
+import { arbitraryOf, atMaxLength, withFreeText, flatten, invalidUtf8Of, loneSurrogateVariant, mutationsOf, type Mutation } from "./schema-arbitrary.js";
 
 type ApiCheck = Check<ApiContext>;
 type Json = Record<string, any>;
@@ -167,7 +167,11 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
     .filter(([member]) => !NEVER_RETURNED.includes(member))
     .map(([, v]) => JSON.stringify(v).toLowerCase());
   const bytes = Buffer.from(value, "utf8");
-  const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1)].flatMap((t) => telltales(t));
+  // Cut by bytes, as a hint sliced from the UTF-8 bytes is (Go's s[:4]): the character cut in two decodes as U+FFFD.
+  const cuts = Array.from({ length: Math.max(0, bytes.length - 1) }, (_, i) => [bytes.subarray(0, i + 1).toString("utf8"), bytes.subarray(i + 1).toString("utf8")])
+    .flat()
+    .filter((cut) => cut.includes("\ufffd"));
+  const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), ...cuts].flatMap((t) => telltales(t));
   // Encoded, 6 characters are 3 bytes or fewer, which a random id in an answer (a trace id in hex) holds
   // now and then: 6 bytes' worth.
   const hex = telltales(bytes.toString("hex"), 12);
@@ -205,6 +209,9 @@ function telltales(value: string, length = 6): string[] {
   runs(2, (part) => distinct(part) === 2 && outsideAscii(part) === 2);
   return [...parts];
 }
+
+/** A free text of 18 characters with control characters in it, U+0000 among them (16 or more: a webhook secret's minLength). */
+const CONTROL_TEXT = "ctrl \u0000 \u0001 \u001f \u007f chars";
 
 /** A secret of 16 different characters, none ASCII (D16: its length counts code points). */
 const NON_ASCII_SECRET = "ß∂ƒ©Ω≈ç√∫µ≤≥÷¿¡€";
@@ -448,9 +455,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       title: "Valid client credentials asking for every scope of the API get an RFC 6749 Bearer token with those scopes, not cached.",
       scenario: "requests a token with --client-id, --client-secret and every scope of the API",
       async run(ctx) {
-        const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
-        expectAnswer(ctx, op, response, [successExample(op).status], "token request");
-        keptAsFirst(ctx, response);
+        const { response } = await requestFirstToken(ctx, contract, form);
         const granted = String(jsonOf(response).scope ?? "").split(" ");
         const missing = contract.scopes.filter((s) => !granted.includes(s));
         expectThat(missing.length === 0, "the token lacks scopes that were asked for (the client must be allowed every scope)", contract.scopes, granted);
@@ -704,19 +709,59 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         }
       },
     }),
+    ownTokenCheck(contract, form),
     ...(contract.failedAuthThrottle ? [throttleCheck(contract, contract.failedAuthThrottle), knownClientThrottleCheck(contract, contract.failedAuthThrottle)] : []),
     tokenLifetimeCheck(contract, contract.liveTokensPerClient ?? Number.POSITIVE_INFINITY, form),
     ...(contract.liveTokensPerClient ? [liveTokensCheck(contract, contract.liveTokensPerClient, form)] : []),
   ];
 }
 
+/**
+ * D23, D32: a token is its client's. A live token handed back again (D32) is the same client's: never
+ * another client's of the same scopes, which would act as that partner.
+ */
+function ownTokenCheck(contract: Contract, form: (ctx: ApiContext, extra?: Record<string, string>) => Record<string, string>): ApiCheck {
+  const op = contract.tokenOperation;
+  return defineCheck<ApiContext>({
+    id: "token-is-its-own-clients",
+    section: `${op.section}, D23, D32`,
+    title: "Two clients asking for the same scopes get tokens of their own: a token handed out again (D32) is never another client's.",
+    scenario: "with --second-client-id: a token for it (every scope it may have), then one for --client-id with the scopes it was granted, then one for it with those scopes again",
+    async run(ctx) {
+      const { secondClientId: id, secondClientSecret: secret } = ctx.options;
+      if (id === undefined || secret === undefined) {
+        throw new CheckSkipped("give --second-client-id and --second-client-secret to check that each client's tokens are its own (D23, D32)");
+      }
+      const second = (scope?: string) => ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret, ...(scope ? { scope } : {}) });
+      const first = await second();
+      expectAnswer(ctx, op, first, [successExample(op).status], "a token request of --second-client-id (are its id and secret right?)");
+      const scope = String(jsonOf(first).scope ?? "");
+      const mine = await ctx.requestToken(form(ctx, { scope }));
+      expectAnswer(ctx, op, mine, [successExample(op).status], `a token request of --client-id for ${scope}`);
+      const again = await second(scope);
+      expectAnswer(ctx, op, again, [successExample(op).status], `a token request of --second-client-id for ${scope}`);
+      const [a, b, c] = [first, mine, again].map((r) => String(jsonOf(r).access_token));
+      expectThat(
+        a !== b && b !== c,
+        "--client-id was handed --second-client-id's token, or the other way round: a token acts as its client's partner (D23); a live token handed back (D32) must be the same client's",
+        "a token of --client-id unlike either of --second-client-id's",
+        { "--second-client-id": a, "--client-id": b, "--second-client-id again": c },
+      );
+    },
+  });
+}
+
 /** The token token-issued-for-valid-credentials got, when, and how many tokens the run had been issued by then. */
 const firstTokens = new WeakMap<ApiContext, { token: string; at: number; issuedBefore: number }>();
-const keptAsFirst = (ctx: ApiContext, issued: ResponseSeen) => {
-  const first = { token: String(jsonOf(issued).access_token), at: performance.now(), issuedBefore: ctx.tokensIssued };
+/** Requests a token for every scope with the certifying client's credentials, and keeps it as the run's first. */
+async function requestFirstToken(ctx: ApiContext, contract: Contract, form: (ctx: ApiContext, extra?: Record<string, string>) => Record<string, string>) {
+  const op = contract.tokenOperation;
+  const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
+  expectAnswer(ctx, op, response, [successExample(op).status], "token request");
+  const first = { token: String(jsonOf(response).access_token), at: performance.now(), issuedBefore: ctx.tokensIssued };
   firstTokens.set(ctx, first);
-  return first;
-};
+  return { response, first };
+}
 
 /** An operation with a success example to call with a token; a GET where there is one, as it changes nothing. */
 function probeOperation(contract: Contract): Operation {
@@ -740,12 +785,7 @@ function tokenLifetimeCheck(contract: Contract, maxLive: number, form: (ctx: Api
     title: `A token still works ${AGE_SECONDS} s after it was issued (D11: tokens live ${String(lifetime)} s).`,
     scenario: `calls ${probe.method} ${probe.path} with the token token-issued-for-valid-credentials got, once it is at least ${AGE_SECONDS} s old (run alone: requests one, and waits)`,
     async run(ctx) {
-      let first = firstTokens.get(ctx);
-      if (!first) {
-        const response = await ctx.requestToken(form(ctx, { scope: contract.scopes.join(" ") }));
-        expectAnswer(ctx, op, response, [successExample(op).status], "token request");
-        first = keptAsFirst(ctx, response);
-      }
+      const first = firstTokens.get(ctx) ?? (await requestFirstToken(ctx, contract, form)).first;
       // D32 revokes a client's oldest token once it has more than its cap: counted over every client, to be safe.
       const since = ctx.tokensIssued - first.issuedBefore;
       if (since >= maxLive) throw new CheckSkipped(`the run was issued ${since} tokens since its first: D32 may have revoked that one (a client holds at most ${maxLive})`);
@@ -769,9 +809,21 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
   return defineCheck<ApiContext>({
     id: "token-cap-revokes-oldest",
     section: `${op.section}, D32`,
-    title: `A client holds at most ${max} live tokens, whatever their scopes: issuing one more revokes its oldest (${unauthenticated} from then on), and the ${max} newest keep working.`,
-    scenario: `requests ${max + 1} tokens for --client-id, the first for ${probe.scopes.join(" ")} alone and the others for every scope, then calls ${probe.method} ${probe.path} with the first, the second and the last`,
+    title: `A client holds at most ${max} live tokens, whatever their scopes: issuing one more revokes its oldest (${unauthenticated} from then on, on every operation), and the newest keep working; another client's tokens are not its own to revoke.`,
+    scenario: `with --second-client-id, first requests a token for it and calls ${probe.method} ${probe.path} with it; requests ${max + 1} tokens for --client-id, the first for ${probe.scopes.join(" ")} alone and the others for every scope, then calls ${probe.method} ${probe.path} with the first, the second and the last, every other operation's success example with the first, and ${probe.method} ${probe.path} with the second client's token again`,
     async run(ctx) {
+      const example = successExample(probe);
+      const statusWith = async (token: string) => (await send(ctx, probe, { query: example.query, body: example.body }, token)).status;
+      // The second client's token, and what it got before: the cap is each client's own (D32), so it gets the same after.
+      const { secondClientId, secondClientSecret } = ctx.options;
+      let other: { token: string; before: number } | undefined;
+      if (secondClientId !== undefined && secondClientSecret !== undefined) {
+        const response = await ctx.requestToken({ grant_type: "client_credentials", client_id: secondClientId, client_secret: secondClientSecret });
+        if (response.status === 200) {
+          const token = String(jsonOf(response).access_token);
+          other = { token, before: await statusWith(token) };
+        }
+      }
       try {
         const issued: string[] = [];
         for (let i = 1; i <= max + 1; i++) {
@@ -780,8 +832,6 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
           expectAnswer(ctx, op, response, [successExample(op).status], `token ${i} of ${max + 1}`);
           issued.push(String(jsonOf(response).access_token));
         }
-        const example = successExample(probe);
-        const statusWith = async (token: string) => (await send(ctx, probe, { query: example.query, body: example.body }, token)).status;
         // A live token handed back again (D32 allows it: nothing new issued) is as new as its last issue:
         // the tokens by when each was last issued, oldest first; the cap counts these alone.
         const byLastIssue = [...new Set([...issued].reverse())].reverse();
@@ -790,9 +840,27 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
           { first: await statusWith(byLastIssue[0]!), second: await statusWith(byLastIssue[1] ?? issued[max]!), last: await statusWith(issued[max]!) },
           { first: oldestRevoked ? unauthenticated : example.status, second: example.status, last: example.status },
           oldestRevoked
-            ? `after ${max + 1} tokens the first must be revoked and the ${max} newest still work`
+            ? `after ${max + 1} tokens the first must be revoked and the newest still work (the second and the last tried)`
             : `the token endpoint handed back live tokens (${byLastIssue.length} distinct of ${max + 1}): each must keep working`,
         );
+        if (oldestRevoked) {
+          // Revoked for every operation, not only where one code path looks (D32).
+          const elsewhere: Record<string, number> = {};
+          for (const o of contract.apiOperations.filter((x) => x !== probe && x.successExamples.length > 0)) {
+            const e = successExample(o);
+            elsewhere[`${o.method} ${o.path}`] = (await send(ctx, o, { query: e.query, body: e.body }, byLastIssue[0]!)).status;
+          }
+          expectEqual(elsewhere, Object.fromEntries(Object.keys(elsewhere).map((k) => [k, unauthenticated])), `the revoked token was taken by another operation: D32 refuses it with ${unauthenticated} from then on, everywhere`);
+        }
+        if (other) {
+          const after = await statusWith(other.token);
+          expectThat(
+            after === other.before,
+            `--second-client-id's token answered otherwise after --client-id was issued ${max + 1} tokens: the cap is each client's own (D32), not one over every client`,
+            other.before,
+            after,
+          );
+        }
       } finally {
         // The suite's own tokens, older still, are revoked too.
         ctx.forgetTokens();
@@ -939,12 +1007,13 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
   const limited = contract.problem("rate-limited").status;
   const refused = contract.oauthErrorStatus("invalid_client");
   const issued = successExample(op).status;
+  const probe = probeOperation(contract);
   const half = Math.floor(budget.perClientId / 2);
   return defineCheck<ApiContext>({
     id: "token-throttles-a-real-clients-wrong-secrets",
     section: `${op.section}, D30, D31`,
-    title: `${budget.perClientId} wrong secrets of a client that exists, within ${budget.windowSeconds} s and with a success among them, throttle that client: its next token request gets ${limited}, the right secret included, until its Retry-After, which counts down the window's ${budget.windowSeconds} s, has passed.`,
-    scenario: `with --second-client-id: its right secret, a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one in the form and with HTTP Basic, again halfway through its Retry-After, and once it has passed; where that throttle ended sooner than a window begun with the first wrong secret, the budget spent again at once`,
+    title: `${budget.perClientId} wrong secrets of a client that exists, within ${budget.windowSeconds} s and with a success among them, throttle that client: its next token request gets ${limited}, the right secret included, until its Retry-After, which counts down the window's ${budget.windowSeconds} s, has passed; the token it holds keeps working meanwhile.`,
+    scenario: `with --second-client-id: its right secret (and ${probe.method} ${probe.path} with the token it gets, again while the client is throttled), a wrong one ${half} times (in the form and with HTTP Basic in turn), the right one, a wrong one ${budget.perClientId - half} times more, the right one in the form and with HTTP Basic, again halfway through its Retry-After, and once it has passed; where that throttle ended sooner than a window begun with the first wrong secret, the budget spent again at once`,
     async run(ctx) {
       const { secondClientId: id, secondClientSecret: secret } = ctx.options;
       if (id === undefined || secret === undefined) {
@@ -994,6 +1063,11 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
         [issued],
         `--second-client-id with --second-client-secret, before any wrong secret${resentBefore ? `, and once more after that ${limited}'s Retry-After` : ""} (are they a client's of this implementation, not locked out by an earlier run?)`,
       );
+      // The token it holds: a lock-out refuses token requests, not the tokens a partner holds (D30).
+      const held = String(jsonOf(resentBefore ?? before).access_token);
+      const example = successExample(probe);
+      const heldAnswers = async () => (await send(ctx, probe, { query: example.query, body: example.body }, held)).status;
+      const heldBefore = await heldAnswers();
       const notes: string[] = [];
       // Twice where the first try ends unthrottled: a window aligned to the clock may end during one try,
       // never during both. In the second, the first try's failures since that end count already.
@@ -1020,6 +1094,13 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
         const lockedAt = performance.now();
         const lockedBasic = await credentialsRequest(ctx, id, secret, { basic: true });
         expectAnswer(ctx, op, lockedBasic, [limited], "the right secret with HTTP Basic while the client is throttled (D30: every token request for that client_id, whichever way it authenticates)");
+        const heldDuring = await heldAnswers();
+        expectThat(
+          heldDuring === heldBefore,
+          `the token the second client held answered ${probe.method} ${probe.path} otherwise while the client was throttled: a lock-out refuses token requests, and the tokens a partner holds keep working (D30), or anyone who knows a client id could log its partner out`,
+          heldBefore,
+          heldDuring,
+        );
         const told = retryAfterSeconds(locked.headers["retry-after"])!;
         let seconds = await lockOutEnds(told, lockedAt);
         // A throttle that ends sooner than a window begun with the first wrong secret: a window aligned to the
@@ -1221,7 +1302,7 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
         }
       }
       throw new CheckFailed(
-        `after ${budget.perAddress} failed authentications from one address, the last ${REAL_CLIENT_FAILURES} of them --client-id's wrong secrets, its next token request was not throttled (tried twice, each from a new address; D30 counts a real client's wrong secrets for the address as an unknown client's)`,
+        `after ${budget.perAddress} failed authentications from one address, the last ${REAL_CLIENT_FAILURES} of them --client-id's wrong secrets, its next token request was not throttled (tried twice, each from a new address): is the budget per address larger than ${budget.perAddress}, kept per connection (by address and port), or are a real client's wrong secrets left out of it (D30 counts them for the address as an unknown client's)?`,
         limited,
         seenTries,
       );
@@ -1331,7 +1412,7 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
       check(
         "created-resource-not-readable",
         "D9, D35",
-        `This version has no operation that reads what ${op.operationId} creates: GET on its 201's Location gets ${notFound}, and GET on ${op.path} no 2xx.`,
+        `This version has no operation that reads what ${op.operationId} creates: GET on its 201's Location gets a ${notFound} problem, and GET on ${op.path} no 2xx.`,
         `sends the success example to ${request}, then GET its Location and GET ${op.path}, each with a token of every scope`,
         async (ctx) => {
           const token = await fullToken(ctx);
@@ -1343,6 +1424,8 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
           const read = (path: string) => ctx.call({ ...op, method: "GET", path, query: [] }, { token });
           const resource = await read(at);
           expectThat(resource.status === notFound, `GET ${at}: a created resource can be read, which no operation of this version does (D35)`, notFound, seen(resource));
+          const type = String(resource.headers["content-type"] ?? "");
+          expectThat(/^application\/problem\+json\s*(;|$)/i.test(type), `GET ${at}: its ${notFound} is not a problem (D13, D35: problem+json)`, "application/problem+json", type || "(no Content-Type)");
           const collection = await read(op.path);
           expectThat(collection.status >= 400 && collection.status < 500, `GET ${op.path}: the collection can be read, which no operation of this version does (D9)`, "404 or 405", seen(collection));
         },
@@ -1353,21 +1436,28 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
   // D13, D17: what a request naming nothing that exists gets (UNKNOWN_ID).
   const notFound = contract.problem("not-found");
   const bodyIds = Object.entries((example().input.body ?? {}) as Json).filter(([name, value]) => /ID$/.test(name) && typeof value === "string").map(([name]) => name);
+  // The zip code no business serves, where the body has one: an unknown id is not found there either (it is not "unmatched").
+  const zipMember = Object.keys((example().input.body ?? {}) as Json).find((name) => /^zip/i.test(name));
   if (declared(notFound.status) && bodyIds.length > 0) {
     checks.push(
       check(
         "unknown-id-gets-404",
         "D13, D16",
-        `The example body with ${bodyIds.map((n) => `\`${n}\``).join(" or ")} naming nothing that exists gets a ${notFound.status} not-found problem pointing at that member, also where it is the example's id with a 0 before it (ids are strings, not numbers).`,
-        `sends the example body to ${request} with ${bodyIds.map((n) => `${n} ${UNKNOWN_ID}`).join(", then ")}, then each with a 0 before the example's`,
+        `The example body with ${bodyIds.map((n) => `\`${n}\``).join(" or ")} naming nothing that exists gets a ${notFound.status} not-found problem pointing at that member, also where it is the example's id with a 0 before it (ids are strings, not numbers)${zipMember ? `, and at zip code ${UNSERVED_ZIP}, which no business serves` : ""}.`,
+        `sends the example body to ${request} with ${bodyIds.map((n) => `${n} ${UNKNOWN_ID}`).join(", then ")}, then each with a 0 before the example's${zipMember ? `, then each unknown at ${zipMember} ${UNSERVED_ZIP}` : ""}`,
         async (ctx) => {
+          const zips = zipMember ? [{}, { [zipMember]: UNSERVED_ZIP }] : [{}];
           for (const name of bodyIds) {
-            for (const id of unknownIds((example().input.body as Json)[name])) {
-              const response = await send(ctx, op, { query: example().input.query, body: { ...(example().input.body as Json), [name]: id } }, await fullToken(ctx));
-              expectAnswer(ctx, op, response, [notFound.status], `${name} ${id}`);
+            for (const [id, where] of [
+              ...unknownIds((example().input.body as Json)[name]).map((id) => [id, {}] as const),
+              ...zips.slice(1).map((where) => [UNKNOWN_ID, where] as const),
+            ]) {
+              const response = await send(ctx, op, { query: example().input.query, body: { ...(example().input.body as Json), ...where, [name]: id } }, await fullToken(ctx));
+              const what = `${name} ${id}${Object.keys(where).length > 0 ? ` at ${zipMember} ${UNSERVED_ZIP}` : ""}`;
+              expectAnswer(ctx, op, response, [notFound.status], what);
               const problem = jsonOf(response);
-              expectThat(problem.type === notFound.type, `${name} ${id}: the problem type is not not-found`, notFound.type, problem.type);
-              expectThat(namesPointer(problem, `/${name}`), `${name} ${id}: errors[].pointer does not name /${name}`, `/${name}`, problem.errors ?? "(no errors)");
+              expectThat(problem.type === notFound.type, `${what}: the problem type is not not-found`, notFound.type, problem.type);
+              expectThat(namesPointer(problem, `/${name}`), `${what}: errors[].pointer does not name /${name}`, `/${name}`, problem.errors ?? "(no errors)");
             }
           }
         },
@@ -1453,6 +1543,27 @@ function operationChecks(contract: Contract, op: Operation): ApiCheck[] {
             expectAnswer(ctx, op, response, [example().status], what);
             expectAnswersWhatWasSent(ctx, op, input, response, what);
           }
+        },
+      ),
+    );
+  }
+
+  // D13: client input never causes a 5xx; JSON carries control characters escaped, U+0000 included,
+  // which PostgreSQL's text cannot hold (an implementation stores such a value some other way).
+  const withControls = op.body ? withFreeText(op.body.schema, example().input.body, contract.resolve, (max) => CONTROL_TEXT.slice(0, max)) : undefined;
+  if (op.body && withControls && example().status < 300) {
+    checks.push(
+      check(
+        "control-characters-accepted",
+        "D13, D16",
+        `The example body with ${withControls.pointers.join(", ")} holding U+0000, U+0001, U+001F and U+007F (JSON escapes) gets its ${example().status}: the schema allows any character, and client input never causes a 5xx.`,
+        `sends the example body to ${request} with ${withControls.pointers.join(", ")} set to ${JSON.stringify(CONTROL_TEXT)}`,
+        async (ctx) => {
+          const input = { query: example().input.query, body: withControls.body };
+          const response = await send(ctx, op, input, await fullToken(ctx));
+          const what = `${withControls.pointers.join(", ")} holding U+0000, U+0001, U+001F and U+007F`;
+          expectAnswer(ctx, op, response, [example().status], what);
+          expectAnswersWhatWasSent(ctx, op, input, response, what);
         },
       ),
     );

@@ -97,6 +97,33 @@ const withoutOws = (headers: ResponseSeen["headers"]): ResponseSeen["headers"] =
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, Array.isArray(value) ? value.map(trimmed) : value === undefined ? value : trimmed(value)]));
 };
 
+/** What undici says when a connection closed before any answer came. */
+const CLOSED = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE"]);
+
+/**
+ * The answer to a request. A connection the implementation closed before answering, as when a kept-alive
+ * connection's idle timeout ends just as a request is sent on it (RFC 9112 §9.6), is tried once more for a
+ * GET or HEAD, which a client may repeat (RFC 9110 §9.2.2); otherwise it is said so, with the request.
+ */
+async function answered<T>(send: () => Promise<T>, method: string, url: string): Promise<T> {
+  try {
+    return await send();
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? "";
+    if (!CLOSED.has(code)) throw error;
+    if (method === "GET" || method === "HEAD") {
+      try {
+        return await send();
+      } catch {
+        // Said below, as the first time.
+      }
+    }
+    throw new Error(
+      `${method} ${url}: the implementation closed the connection without answering (${(error as Error).message}): a kept-alive connection closed by an idle timeout just as the request was sent on it, or a crash while handling it`,
+    );
+  }
+}
+
 export function createApiContext(options: ApiSuiteOptions, contract: Contract): ApiContext {
   const resolved = { ...options, seed: options.seed ?? defaultSeed, runs: options.runs ?? defaultRuns };
   const origin = (op: Operation) => (op.onAuthServer ? options.authUrl : options.baseUrl).replace(/\/+$/, "");
@@ -113,7 +140,7 @@ export function createApiContext(options: ApiSuiteOptions, contract: Contract): 
     for (let waits = 0; ; waits++) {
       // A stream has no length: undici sends it chunked.
       const sent = chunked && body !== undefined ? Readable.from([Buffer.from(body)]) : body;
-      const response = await request(url, { method: method as "GET", headers, body: sent, dispatcher });
+      const response = await answered(() => request(url, { method: method as "GET", headers, body: sent, dispatcher }), method, url);
       // A byte order mark is kept (body.text() drops one), for the checks to see it.
       const seen = { status: response.statusCode, headers: withoutOws(response.headers), text: withBom.decode(await response.body.arrayBuffer()) };
       const seconds = waitOnRateLimit ? rateLimitWait(seen.status, seen.headers["retry-after"], waits) : undefined;

@@ -356,6 +356,8 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
       // A member in other letters: members are compared exactly (a case-insensitive lookup takes it).
       const recased = typeof members[0] === "string" ? (members[0] as string).toUpperCase() : undefined;
       if (recased !== undefined && !members.includes(recased)) emit(tokens, "not-in-enum", recased);
+      // With a line feed after it or a space before it: nothing is trimmed (D16).
+      if (typeof members[0] === "string") for (const padded of [`${members[0]}\n`, ` ${members[0]}`]) emit(tokens, "not-in-enum", padded);
       return;
     }
     if (typeof v === "string") {
@@ -371,10 +373,12 @@ export function mutationsOf(schema: Schema, value: unknown, resolve: Resolve, is
         // a 16-digit phone number), a space in the middle, and its first non-zero digit a 0 (`+0…`). A space
         // before it (a parser that trims) and a suffix after a hyphen (a ZIP+4, read by a parser of its prefix).
         const overBound = Array.from({ length: 24 }, (_, i) => v + v.slice(-1).repeat(i + 1)).find((c) => !pattern.test(c));
+        // Its first digit a sign (+1000, -1000: what Go's Atoi, Java's parseInt and Python's int() take as digits).
+        const signed = /^\d/.test(v) ? [`+${v.slice(1)}`, `-${v.slice(1)}`] : [];
         // And one short of its lower bound (+123456 where +[1-9][0-9]{6,14} wants 7 digits): the longest cut that fails.
         const underBound = Array.from({ length: Math.min(24, v.length - 1) }, (_, i) => v.slice(0, v.length - i - 1)).find((c) => !pattern.test(c));
         const middle = Math.floor(v.length / 2);
-        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), ...(underBound ? [underBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`, ` ${v}`, `${v}-1234`];
+        const candidates = [`!${v}`, `${v}!`, v.repeat(3), ...(overBound ? [overBound] : []), ...(underBound ? [underBound] : []), `${v.slice(0, middle)} ${v.slice(middle)}`, v.replace(/[1-9]/, "0"), "", `${v}\n`, ` ${v}`, `${v}-1234`, ...signed];
         const breaking = new Set([...candidates, v.toUpperCase(), v.toLowerCase(), otherDigits].filter((c) => !pattern.test(c)));
         for (const c of breaking) emit(tokens, "pattern", c);
       }
@@ -452,6 +456,11 @@ export function invalidUtf8Of(text: string): Buffer {
  * (😀: 2 each, 4 bytes), which D16 does not count. Undefined where the body has no such member.
  */
 export function atMaxLength(schema: Schema, body: unknown, resolve: Resolve, unit: string): { body: unknown; pointers: string[] } | undefined {
+  return withFreeText(schema, body, resolve, (max) => unit.repeat(max));
+}
+
+/** `body` with each free-text member (a maxLength, no pattern, format or enum) replaced by `write(its maxLength)`, and their pointers. */
+export function withFreeText(schema: Schema, body: unknown, resolve: Resolve, write: (max: number) => string): { body: unknown; pointers: string[] } | undefined {
   const found: { tokens: string[]; max: number }[] = [];
   const walk = (raw: Schema, value: unknown, tokens: string[]) => {
     const s = flatten(raw, resolve);
@@ -464,7 +473,7 @@ export function atMaxLength(schema: Schema, body: unknown, resolve: Resolve, uni
   };
   walk(schema, body, []);
   if (found.length === 0) return undefined;
-  return { body: found.reduce((at, f) => setAt(at, f.tokens, unit.repeat(f.max)), body), pointers: found.map((f) => pointerFrom(f.tokens)) };
+  return { body: found.reduce((at, f) => setAt(at, f.tokens, write(f.max)), body), pointers: found.map((f) => pointerFrom(f.tokens)) };
 }
 
 export function loneSurrogateVariant(body: unknown, isValid: (value: unknown) => boolean): { pointer: string; body: unknown } | undefined {

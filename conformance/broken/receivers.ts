@@ -374,6 +374,45 @@ export const brokenReceivers: Record<string, (secret: string, opts: { delayMs: n
       const { id, data } = envelopeOf(body);
       return data === undefined || !/^evt_/.test(id ?? "") ? 204 : correct();
     }),
+  // A "too large to be ours" path: bodies over 64 KiB acknowledged unverified, so that they are not retried.
+  "acknowledges-oversized-bodies-unverified": (secret) => receiver(secret, (body, _signature, correct) => (body.length > 64 * 1024 ? 204 : correct())),
+  // Drops (acknowledges) events stamped over two years ago or over two days ahead before verifying them, as a clock gone wrong.
+  "acknowledges-timestamps-years-off-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      const off = Date.now() - Date.parse(envelopeOf(body).timestamp ?? "");
+      return off > 730 * 86_400_000 || off < -2 * 86_400_000 ? 204 : correct();
+    }),
+  // Drops (acknowledges) events whose timestamp it cannot read before verifying them.
+  "acknowledges-unreadable-timestamps-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (Number.isNaN(Date.parse(envelopeOf(body).timestamp ?? "")) ? 204 : correct())),
+  // Acknowledges, unverified, JSON that is not an envelope it can route (not an object, no id, no event name, a name that is not a string).
+  "acknowledges-unroutable-json-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      const value = JSON.parse(body.toString("utf8")) as unknown;
+      if (value === null || typeof value !== "object" || Array.isArray(value)) return 204;
+      const { id, event } = value as { id?: unknown; event?: unknown };
+      return id === undefined || typeof event !== "string" ? 204 : correct();
+    }),
+  // Decodes the body strictly first, and acknowledges bytes that are not UTF-8 as junk.
+  "acknowledges-non-utf8-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => {
+      try {
+        new TextDecoder("utf-8", { fatal: true }).decode(body);
+      } catch {
+        return 204;
+      }
+      return correct();
+    }),
+  // Acknowledges, unverified, a body that begins with a byte order mark (the service never writes one, D1).
+  "acknowledges-bom-prefixed-unverified": (secret) =>
+    receiver(secret, (body, _signature, correct) => (body.subarray(0, 3).equals(Buffer.from([0xef, 0xbb, 0xbf])) ? 204 : correct())),
+  // A legacy form handler on the same route: forms are acknowledged unverified.
+  "acknowledges-forms-unverified": (secret) =>
+    acknowledgesUnverified(secret, (req) => /^(application\/x-www-form-urlencoded|multipart\/form-data)\b/i.test(req.headers["content-type"] ?? "")),
+  // A clock-skew guard: events stamped over 10 minutes ahead are refused.
+  "refuses-timestamps-over-10-minutes-ahead": (secret) => refusesAuthentic(secret, 400, ({ timestamp }) => Date.parse(timestamp ?? "") > Date.now() + 600_000),
+  "refuses-events-older-than-2-years": (secret) => refusesAuthentic(secret, 400, ({ timestamp }) => Date.now() - Date.parse(timestamp ?? "") > 730 * 86_400_000),
+  "verifies-raw-or-php-pretty-print": (secret) => verifiesRawOr(secret, "indented by 4 and ending in a newline (PHP's JSON_PRETTY_PRINT and a newline)"),
   // Remembers six deliveries of an id, as many as one webhook makes of an event: a seventh is refused as a replay.
   "refuses-seventh-delivery-of-an-id": (secret) => refusesDeliveriesOfAnIdPast(secret, 6),
   // Reads the objects inside an event's data into closed types: a member the spec's example does not have there is a 400.

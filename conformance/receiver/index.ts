@@ -34,12 +34,14 @@ export interface ReceiverSuiteOptions {
 interface ReceiverContext {
   options: ReceiverSuiteOptions;
   timeoutMs: number;
-  /** Latency of every authentic delivery made, for the timeout check. */
-  latencies: number[];
+  /** Latency of every authentic delivery made, and the check that made it, for the timeout check. */
+  latencies: { ms: number; check: string }[];
   /**
    * Delivers `body` on a connection of its own, so that what an earlier delivery left on a connection
    * cannot decide this one's verdict, or on `connection`, kept alive across deliveries as a server's are
-   * (D52). A forgery is not timed: the service never sends one (D6 is its attempts' timeout).
+   * (D52). A receiver may close a connection after any answer, so a delivery that finds `connection`
+   * closing (no HTTP answer) is made again on a connection of its own: an HTTP answer is the receiver's
+   * verdict. A forgery is not timed: the service never sends one (D6 is its attempts' timeout).
    */
   send(
     body: Buffer,
@@ -119,7 +121,11 @@ const shown = (o: DeliveryOutcome) => (o.status !== undefined ? o.status : `no a
 function expectAnswers(outcomes: Record<string, DeliveryOutcome>): void {
   const unanswered = Object.fromEntries(Object.entries(outcomes).filter(([, o]) => o.status === undefined).map(([k, o]) => [k, shown(o)]));
   if (Object.keys(unanswered).length > 0) {
-    throw new CheckFailed("deliveries got no complete HTTP answer (a connection, TLS or timeout failure, or a 2xx whose body did not end)", "an HTTP answer to each delivery", unanswered);
+    throw new CheckFailed(
+      "deliveries got no complete HTTP answer (a connection, TLS or timeout failure, an answer that is not valid HTTP/1.1, or a 2xx whose body did not end)",
+      "an HTTP answer to each delivery",
+      unanswered,
+    );
   }
 }
 
@@ -141,8 +147,8 @@ async function forged(ctx: ReceiverContext, v: SigningVector, header?: (right: s
  * ASCII bodies only): compact (JSON.stringify, PHP's json_encode, Ruby's JSON.generate), with its keys
  * sorted (Go's encoding/json for a map), spaced (Python's json.dumps), spaced with its keys sorted
  * (json.dumps with sort_keys), indented by 2 (json.dumps with indent=2, JSON.stringify(v, null, 2)),
- * sorted too, by 4, and by a tab. The body sent is indented by 2 and ends in a newline, so none of them
- * is its bytes.
+ * sorted too, by 4 (Python's indent=4, also with the newline PHP's JSON_PRETTY_PRINT is often written
+ * with), and by a tab. The body sent is indented by 2 and ends in a newline, so none of them is its bytes.
  */
 export const reserializations: Record<string, (value: unknown) => string> = {
   compact: (value) => JSON.stringify(value),
@@ -157,6 +163,7 @@ export const reserializations: Record<string, (value: unknown) => string> = {
   "indented by 2 (json.dumps with indent=2)": (value) => JSON.stringify(value, null, 2),
   "indented by 2, keys sorted (json.dumps with sort_keys and indent=2)": (value) => JSON.stringify(JSON.parse(reserializations["sorted keys"]!(value)), null, 2),
   "indented by 4 (json.dumps with indent=4)": (value) => JSON.stringify(value, null, 4),
+  "indented by 4 and ending in a newline (PHP's JSON_PRETTY_PRINT and a newline)": (value) => `${JSON.stringify(value, null, 4)}\n`,
   "indented by a tab (json.dumps with indent='\\t')": (value) => JSON.stringify(value, null, "\t"),
 };
 
@@ -168,8 +175,15 @@ function spaced(value: unknown, sortKeys: boolean): string {
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}: ${spaced(v, sortKeys)}`).join(", ")}}`;
 }
 
+/** What the forgery of each vector points at, where it is one fault's. */
+const forgeryHints: Record<string, string> = {
+  "uppercase-hex": "is the signature compared without regard to case (a case-insensitive compare, the header lowercased, or hex-decoded)? The header is lowercase hex (D2)",
+};
+
 const acknowledgedForgery = (v: SigningVector) =>
-  `the receiver acknowledged a delivery it must refuse (${v.id}: ${v.description}); it came right after the same event correctly signed, so deduplicating by id before verifying also acknowledges it (D2: verify first)`;
+  `the receiver acknowledged a delivery it must refuse (${v.id}: ${v.description}); ${
+    forgeryHints[v.id] ? `${forgeryHints[v.id]}. ` : ""
+  }It came right after the same event correctly signed: where the other refusal checks fail too, the receiver deduplicates by id before verifying (D2: verify first)`;
 
 function refusal(id: string, vectorId: string, section: string, title: string, scenario: string): Check<ReceiverContext> {
   return defineCheck({
@@ -214,9 +228,16 @@ function expectAcknowledged(outcomes: Record<string, DeliveryOutcome>, someRefus
     invalid
       ? "correctly signed deliveries were refused with 400 or 422: is the body validated more strictly than its event's JSON Schema? Receivers ignore members they do not know (a later version adds some, D16, D60) and take 5.0 as 5; a receiver acknowledges every authentic event (D3)"
       : all
-        ? "every authentic delivery was refused: is the secret the one given to the suite (--secret; its UTF-8 bytes, not base64-decoded), and is the header looked up by a case-insensitive name (the suite sends x-service-signature)?"
-        : someRefused,
+        ? "every authentic delivery was refused: is the secret the one given to the suite (--secret), keyed as its UTF-8 bytes, every code point of it (not trimmed, lowercased, base64-decoded or encoded again as Latin-1), and is the header looked up by a case-insensitive name (the suite sends x-service-signature)?"
+        : `${someRefused}${refusedAsForgeries(refused.map(([, o]) => o))}`,
   );
+}
+
+/** Where every refusal was a 401, what that points at: the signature did not match the bytes verified. */
+function refusedAsForgeries(refused: DeliveryOutcome[]): string {
+  return refused.length > 0 && refused.every((o) => o.status === 401)
+    ? "; each was refused with 401, as a forgery: is the signature verified over the whole body as received (not re-serialized, trimmed, or only its first part read)?"
+    : "";
 }
 
 /** The age of the oldest delivery a server makes: the sum of the retry waits and of the attempts' timeouts. */
@@ -335,6 +356,29 @@ function shapesToAcknowledge(): Record<string, { body: Buffer; contentType?: str
   };
 }
 
+/** Bodies the service never sends, each of which a receiver might take as junk not worth verifying (D2: verified all the same). */
+function shapesNeverSent(): Record<string, Buffer> {
+  const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+  const envelope = () => buildEnvelope("lead.created") as unknown as Record<string, unknown>;
+  const [before, after] = JSON.stringify({ ...envelope(), note: "@" }).split("@") as [string, string];
+  return {
+    "a body that is not JSON": Buffer.from("ping"),
+    "an envelope without data": json({ ...envelope(), data: undefined }),
+    "an envelope without an id": json({ ...envelope(), id: undefined }),
+    "an envelope without an event name": json({ ...envelope(), event: undefined }),
+    "an event name that is not a string": json({ ...envelope(), event: 42 }),
+    "an id that is not an event id": json({ ...envelope(), id: "1" }),
+    "a JSON array": json([envelope()]),
+    "JSON null": Buffer.from("null"),
+    "stamped 1970-01-01T00:00:00Z": json({ ...envelope(), timestamp: "1970-01-01T00:00:00Z" }),
+    "stamped 9999-12-31T23:59:59Z": json({ ...envelope(), timestamp: "9999-12-31T23:59:59Z" }),
+    "a timestamp that is not a date": json({ ...envelope(), timestamp: "yesterday" }),
+    "a body of 96 KiB (over D18's 64 KiB)": eventOfSize(96 * 1024),
+    "bytes that are not UTF-8": Buffer.concat([Buffer.from(before), Buffer.from([0xc3, 0x28]), Buffer.from(after)]),
+    "a byte order mark before the JSON": Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), json(envelope())]),
+  };
+}
+
 export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-every-event",
@@ -361,7 +405,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       // The hint fits only a receiver that answered and refused: a transport failure is reported as such.
       expectAcknowledged(
         outcomes,
-        "valid deliveries were refused: each was signed over its exact bytes and stamped now, and a receiver acknowledges every authentic delivery, whatever its event or business (D3, D8): is the signature checked on re-serialized JSON?",
+        "valid deliveries were refused: each was signed over its exact bytes and stamped now, and a receiver acknowledges every authentic delivery, whatever its event or business (D3, D8): is the signature checked on re-serialized JSON, or on the body trimmed?",
         { hints: true },
       );
     },
@@ -370,12 +414,16 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "acknowledges-old-event",
     section: "§6, D3",
     title:
-      "An authentic event stamped as long ago as a last retry comes (over 26 hours) is acknowledged, and one 400 days old (a server catching up after an outage): an old event may be dropped, never refused.",
-    scenario: "delivers a correctly signed event whose envelope timestamp is the retry schedule's total plus an hour old, then one 400 days old",
+      "An authentic event stamped as long ago as a last retry comes (over 26 hours) is acknowledged, and ones 400 days and ten years old (a server catching up after an outage, a server's clock gone wrong): an old event may be dropped, never refused.",
+    scenario: "delivers a correctly signed event whose envelope timestamp is the retry schedule's total plus an hour old, then one 400 days old, then one ten years old",
     async run(ctx) {
       const retryAge = oldestRetrySeconds() + 3600;
       const outcomes: Record<string, DeliveryOutcome> = {};
-      for (const [age, seconds] of [[`${Math.round(retryAge / 3600)} hours old`, retryAge], ["400 days old", 400 * 86_400]] as const) {
+      for (const [age, seconds] of [
+        [`${Math.round(retryAge / 3600)} hours old`, retryAge],
+        ["400 days old", 400 * 86_400],
+        ["ten years old", 3652 * 86_400],
+      ] as const) {
         // An event of its own: a receiver may acknowledge an id it has seen without looking further.
         outcomes[age] = await sendSigned(ctx, buildEnvelope("booking.confirmed", { now: Date.now() - seconds * 1000 }));
       }
@@ -388,16 +436,16 @@ export const receiverChecks: Check<ReceiverContext>[] = [
   defineCheck({
     id: "acknowledges-event-stamped-ahead",
     section: "§6, D3, D14",
-    title: "An authentic event stamped 5 minutes ahead of now is acknowledged: the server's clock is not the receiver's, and a refusal is a failed attempt (D3).",
-    scenario: "delivers a correctly signed event whose envelope timestamp is 5 minutes in the future",
+    title: "Authentic events stamped 5 minutes and a day ahead of now are acknowledged: the server's clock is not the receiver's, and a refusal is a failed attempt (D3).",
+    scenario: "delivers a correctly signed event whose envelope timestamp is 5 minutes in the future, then one a day in the future",
     async run(ctx) {
-      const outcome = await sendSigned(ctx, buildEnvelope("review.created", { now: Date.now() + 5 * 60_000 }));
-      expectAnswers({ ahead: outcome });
-      expectThat(
-        ok(outcome),
-        "an authentic event stamped 5 minutes ahead was refused: clocks differ, and a refused delivery is retried with the same timestamp until the webhook is disabled; acknowledge every authentic delivery (D3)",
-        "a 2xx status",
-        shown(outcome),
+      const outcomes: Record<string, DeliveryOutcome> = {};
+      for (const [ahead, ms] of [["5 minutes ahead", 5 * 60_000], ["a day ahead", 86_400_000]] as const) {
+        outcomes[ahead] = await sendSigned(ctx, buildEnvelope("review.created", { now: Date.now() + ms }));
+      }
+      expectAcknowledged(
+        outcomes,
+        "an authentic event stamped ahead of now was refused: clocks differ, and a refused delivery is retried with the same timestamp until the webhook is disabled; acknowledge every authentic delivery (D3)",
       );
     },
   }),
@@ -527,7 +575,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       const body = eventOfSize(64 * 1024);
       const outcome = await ctx.send(body, signPayload(body, ctx.options.secret));
       expectAnswers({ "64 KiB": outcome });
-      expectThat(ok(outcome), "a correctly signed delivery of 64 KiB was refused: accept bodies up to 64 KiB (D18)", "a 2xx status", shown(outcome));
+      expectThat(ok(outcome), `a correctly signed delivery of 64 KiB was refused: accept bodies up to 64 KiB (D18)${refusedAsForgeries([outcome])}`, "a 2xx status", shown(outcome));
     },
   }),
   refusal("rejects-missing-signature", "missing-header", "§5.3", "A delivery without X-Service-Signature is refused.", "delivers a valid event without the signature header"),
@@ -634,9 +682,8 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "rejects-forgery-of-any-shape",
     section: "§5.3, D1, D2, D4, D14, D16, D18, D20",
     title:
-      "A forgery is refused in every form of authentic delivery a receiver must acknowledge (a charset, 64 KiB, a fraction of a second, the shortest and longest ids, unknown members, optional ones left out, the longest texts, a lead not seen, the header's name in any case), and signed bodies that are not events are not acknowledged unverified.",
-    scenario:
-      "delivers a forgery signed with another secret in each form the acknowledges-… checks deliver authentic, each after the same event correctly signed; then, signed with another secret, a body that is not JSON, an envelope without data, and one whose id is not an event id",
+      "A forgery is refused in every form of authentic delivery a receiver must acknowledge (a charset, 64 KiB, a fraction of a second, the shortest and longest ids, unknown members, optional ones left out, the longest texts, a lead not seen, the header's name in any case), and signed bodies that are not events, or not as the service sends them, are not acknowledged unverified.",
+    scenario: `delivers a forgery signed with another secret in each form the acknowledges-… checks deliver authentic, each after the same event correctly signed; then, signed with another secret, ${Object.keys(shapesNeverSent()).join(", ")}`,
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const [shape, { body, contentType, headerName }] of Object.entries(shapesToAcknowledge())) {
@@ -645,11 +692,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
         outcomes[shape] = await ctx.send(body, signedByOther(body), { forgery: true, ...how });
       }
       // What the service never sends: refused, whether as a forgery or as not an event (D50: 400 after verifying).
-      for (const [what, body] of [
-        ["not JSON", Buffer.from("ping")],
-        ["an envelope without data", Buffer.from(JSON.stringify({ ...buildEnvelope("lead.created"), data: undefined }))],
-        ["an id that is not an event id", Buffer.from(JSON.stringify({ ...buildEnvelope("lead.created"), id: "1" }))],
-      ] as const) {
+      for (const [what, body] of Object.entries(shapesNeverSent())) {
         outcomes[what] = await ctx.send(body, signedByOther(body), { forgery: true });
       }
       expectRefused(
@@ -669,12 +712,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
       const other = Buffer.from(JSON.stringify(buildEnvelope("message.received")));
       const connection = ctx.connection();
       const outcomes: Record<string, DeliveryOutcome> = {};
-      // A receiver may close a connection after any answer, and a delivery can find it closing: that
-      // delivery is made again on a connection of its own (as in acknowledges-after-refusal-on-same-connection).
-      const onIt = async (body: Buffer, header: string | null, forgery = true) => {
-        const outcome = await ctx.send(body, header, { forgery, connection });
-        return outcome.status === undefined ? ctx.send(body, header, { forgery }) : outcome;
-      };
+      const onIt = (body: Buffer, header: string | null, forgery = true) => ctx.send(body, header, { forgery, connection });
       try {
         expectAnswers({ authentic: await onIt(authentic, signPayload(authentic, ctx.options.secret), false) });
         outcomes["a new event signed with another secret"] = await onIt(other, signedByOther(other));
@@ -705,7 +743,7 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     section: "§5.3, D2",
     title: "The signature of the re-serialized body, not of the bytes sent, is refused, in each common form of re-serialized JSON.",
     scenario:
-      "delivers a body indented by 2 and ending in a newline with the signature of its compact form (JSON.stringify, PHP, Ruby), of its keys sorted (Go), of Python's json.dumps form, sorted or not, indented by 2 without the newline, sorted or not, by 4 and by a tab, each after the same event correctly signed",
+      "delivers a body indented by 2 and ending in a newline with the signature of its compact form (JSON.stringify, PHP, Ruby), of its keys sorted (Go), of Python's json.dumps form, sorted or not, indented by 2 without the newline, sorted or not, by 4 with and without a newline, and by a tab, each after the same event correctly signed",
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const [form, write] of Object.entries(reserializations)) {
@@ -713,9 +751,13 @@ export const receiverChecks: Check<ReceiverContext>[] = [
           signPayload(Buffer.from(write(JSON.parse(body.toString("utf8")))), ctx.options.secret),
         );
       }
+      // The body sent is that form with a newline after it: a receiver that trims the body takes its signature.
+      const trimmed = ok(outcomes["indented by 2 (json.dumps with indent=2)"]!)
+        ? "; the form indented by 2 is the body sent without its final newline: is the body trimmed before verifying?"
+        : "";
       expectRefused(
         outcomes,
-        "the receiver acknowledged the signature of a re-serialization of the body, not of its bytes: verify the raw bytes only, with no fallback to re-serialized JSON (D2)",
+        `the receiver acknowledged the signature of a re-serialization of the body, not of its bytes: verify the raw bytes only, with no fallback to re-serialized JSON (D2)${trimmed}`,
       );
     },
   }),
@@ -751,13 +793,15 @@ export const receiverChecks: Check<ReceiverContext>[] = [
     id: "rejects-unsigned-request-of-any-form",
     section: "§5.3, D1, D2",
     title:
-      "A request without a signature is refused whatever its form: an event sent as text/plain, with no content type, or by PUT, PATCH or DELETE, an empty body, a body that is not JSON (verification comes before anything else).",
+      "A request without a signature is refused whatever its form: an event sent as text/plain, as a form, with no content type, or by PUT, PATCH or DELETE, an empty body, a body that is not JSON (verification comes before anything else).",
     scenario:
-      "sends a valid event without the signature header as text/plain, with no Content-Type, and by PUT, PATCH and DELETE, each after the same event correctly signed; then an empty body and a body that is not JSON, unsigned",
+      "sends a valid event without the signature header as text/plain, application/x-www-form-urlencoded and multipart/form-data, with no Content-Type, and by PUT, PATCH and DELETE, each after the same event correctly signed; then an empty body and a body that is not JSON, unsigned",
     async run(ctx) {
       const outcomes: Record<string, DeliveryOutcome> = {};
       for (const [form, how] of [
         ["text/plain", { contentType: "text/plain" }],
+        ["application/x-www-form-urlencoded", { contentType: "application/x-www-form-urlencoded" }],
+        ["multipart/form-data", { contentType: "multipart/form-data; boundary=certify" }],
         ["no Content-Type", { contentType: null }],
         ["PUT", { method: "PUT" }],
         ["PATCH", { method: "PATCH" }],
@@ -852,9 +896,6 @@ export const receiverChecks: Check<ReceiverContext>[] = [
         } finally {
           await connection.destroy();
         }
-        // A receiver may close a connection after any answer, and a delivery can find it closing: that
-        // delivery is made again on a connection of its own. An HTTP answer is the receiver's verdict.
-        if (outcomes[forgery].status === undefined) outcomes[forgery] = await ctx.send(body, header);
       }
       expectAnswers(outcomes);
       const failed = Object.entries(outcomes).filter(([, o]) => !ok(o));
@@ -876,8 +917,8 @@ export const receiverChecks: Check<ReceiverContext>[] = [
         const { body, header } = signedBodyFor(vector("compact-envelope"), ctx.options.secret, vectors);
         expectAnswers({ delivery: await ctx.send(body, header) });
       }
-      const slowest = Math.max(0, ...ctx.latencies);
-      expectThat(slowest <= ctx.timeoutMs, "an answer came after the attempt timeout", `<= ${ctx.timeoutMs} ms`, `${Math.round(slowest)} ms`);
+      const slowest = ctx.latencies.reduce((a, b) => (b.ms > a.ms ? b : a));
+      expectThat(slowest.ms <= ctx.timeoutMs, "an answer came after the attempt timeout", `<= ${ctx.timeoutMs} ms`, `${Math.round(slowest.ms)} ms (a delivery of ${slowest.check})`);
     },
   }),
 ];
@@ -925,7 +966,9 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
   const trust = tlsTrust(options.tls ?? {});
   // One line when the receiver cannot be reached or its certificate is not trusted, before any check.
   await preflightConnection(options.url, trust, timeoutMs);
-  const latencies: number[] = [];
+  const latencies: ReceiverContext["latencies"] = [];
+  /** The check under way, that the timeout check names the slowest delivery's. */
+  let current = "";
   /** The statuses of the authentic deliveries, to tell a wrong --url from a receiver's verdicts. */
   const authenticStatuses: (number | undefined)[] = [];
   const ctx: ReceiverContext = {
@@ -934,10 +977,9 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
     latencies,
     connection: () => connectionTo(options.url, trust),
     async send(body, header, { forgery = false, connection, headerName, method, contentType } = {}) {
-      const dispatcher = connection ?? ctx.connection();
-      try {
-        // Wait twice the timeout, so that a slow answer fails only the timeout check.
-        const outcome = await deliver(options.url, body, {
+      // Wait twice the timeout, so that a slow answer fails only the timeout check.
+      const on = (dispatcher: Dispatcher) =>
+        deliver(options.url, body, {
           secret: options.secret,
           timeoutMs: timeoutMs * 2,
           dispatcher,
@@ -946,17 +988,30 @@ export async function certifyReceiver(options: ReceiverSuiteOptions, run: RunOpt
           ...(method ? { method } : {}),
           ...(contentType !== undefined ? { contentType } : {}),
         });
-        if (!forgery) {
-          latencies.push(outcome.latencyMs);
-          authenticStatuses.push(outcome.status);
+      let outcome = connection ? await on(connection) : undefined;
+      if (outcome?.status === undefined) {
+        const own = ctx.connection();
+        try {
+          outcome = await on(own);
+        } finally {
+          await own.destroy();
         }
-        return outcome;
-      } finally {
-        if (!connection) await dispatcher.destroy();
       }
+      if (!forgery) {
+        latencies.push({ ms: outcome.latencyMs, check: current });
+        authenticStatuses.push(outcome.status);
+      }
+      return outcome;
     },
   };
-  const report = await runChecks("receiver", options.url, receiverChecks, ctx, run);
+  const followed = receiverChecks.map((check): Check<ReceiverContext> => ({
+    ...check,
+    run(c, extra) {
+      current = check.id;
+      return check.run(c, extra);
+    },
+  }));
+  const report = await runChecks("receiver", options.url, followed, ctx, run);
   // Every authentic delivery answered one 404, 405 or redirect: not the receiver's verdicts but a wrong
   // path, and every refusal check passed for the wrong reason (a 404 is no 2xx). No report, one line.
   const [first] = authenticStatuses;

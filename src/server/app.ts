@@ -31,7 +31,7 @@ import {
 import type { DeliveryEngine } from "./delivery/index.js";
 import { urlFormProblem, type AddressPolicy } from "./ssrf.js";
 import type { Db } from "./store.js";
-import { nextId, storeUnavailable } from "./store.js";
+import { nextId, storedSecret, storeUnavailable } from "./store.js";
 import { clientAddress } from "./proxies.js";
 
 type Logger = FastifyBaseLogger;
@@ -618,7 +618,7 @@ export function createApp(options: AppOptions): FastifyInstance {
     const webhookID = await nextId(db);
     await db.query(
       "INSERT INTO webhooks (id, client_id, url, events, business_id, secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-      [webhookID, clientId, input.url, JSON.stringify(input.events), input.businessID, input.secret, now],
+      [webhookID, clientId, input.url, JSON.stringify(input.events), input.businessID, storedSecret(input.secret), now],
     );
     return reply
       .code(201)

@@ -1004,6 +1004,17 @@ END $$`;
  * (expired, each with the status it had), and when the next attempt or lead falls due after $1. Both
  * read the open leads through leads_open_expiry.
  */
+/**
+ * A webhook's secret as the webhooks table holds it. PostgreSQL's text holds no U+0000, which a secret
+ * may have (D2: any code point): such a secret is kept as the base64 of its UTF-8 bytes after 257 "=",
+ * longer than any secret as sent (256 code points at most), so that no secret is ever read as encoded.
+ * Every other secret is kept as it is, as servers of earlier versions keep and read it.
+ */
+const ENCODED_SECRET = "=".repeat(257);
+export const storedSecret = (secret: string): string => (secret.includes("\0") ? ENCODED_SECRET + Buffer.from(secret, "utf8").toString("base64") : secret);
+export const secretFromStore = (stored: string): string =>
+  stored.length > 256 && stored.startsWith(ENCODED_SECRET) ? Buffer.from(stored.slice(ENCODED_SECRET.length), "base64").toString("utf8") : stored;
+
 export const EXPIRE_DUE_LEADS = `
 UPDATE leads SET status = 'expired' FROM (
   SELECT id, status FROM leads WHERE expires_at <= $1 AND status IN ('new', 'responded') FOR UPDATE SKIP LOCKED) AS previous

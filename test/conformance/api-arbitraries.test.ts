@@ -172,8 +172,13 @@ describe("mutationsOf", () => {
   it("varies pattern faults with the value and drops variants the validator accepts", () => {
     const schema = { type: "string", pattern: "^[0-9]{1,19}$" };
     // Arabic-Indic digits: `[0-9]` is ASCII in ECMA-262.
-    // Just past the bounded repetition (20 digits), a space in the middle, a space before, a ZIP+4's suffix.
-    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "47111111111111111111", "47 11", "", "4711\n", " 4711", "4711-1234", "٤٧١١"]);
+    // Just past the bounded repetition (20 digits), a space in the middle, a space before, a ZIP+4's suffix,
+    // a sign for its first digit (what Go's Atoi and Java's parseInt take).
+    expect(mutationsOf(schema, "4711", resolve).filter((m) => m.kind === "pattern").map((m) => m.value)).toEqual(["!4711", "4711!", "47111111111111111111", "47 11", "", "4711\n", " 4711", "4711-1234", "+711", "-711", "٤٧١١"]);
+    // An enum member with a line feed after it or a space before it: nothing is trimmed (D16).
+    expect(mutationsOf({ type: "string", enum: ["lead.created"] }, "lead.created", resolve).filter((m) => m.kind === "not-in-enum").map((m) => m.value)).toEqual(
+      expect.arrayContaining(["lead.created\n", " lead.created"]),
+    );
     // A phone number: 16 digits, 6 (one short of the lower bound), and a 0 where E.164's country code starts.
     const phone = mutationsOf({ type: "string", pattern: "^\\+[1-9][0-9]{6,14}$" }, "+12125550143", resolve).map((m) => m.value);
     expect(phone).toEqual(expect.arrayContaining(["+1212555014333333", "+121255", "+12125 550143", "+02125550143"]));

@@ -330,7 +330,7 @@ describe("certify: the implementation is checked before the checks", () => {
       const failed = report.results.filter((r) => r.status === "failed");
       expect(failed.map((r) => r.id)).toEqual(["verifies-raw-bytes-not-reserialized-json", "rejects-other-secret"]);
       for (const r of failed) {
-        expect(r.message).toBe("deliveries got no complete HTTP answer (a connection, TLS or timeout failure, or a 2xx whose body did not end)");
+        expect(r.message).toBe("deliveries got no complete HTTP answer (a connection, TLS or timeout failure, an answer that is not valid HTTP/1.1, or a 2xx whose body did not end)");
         expect(JSON.stringify(r.actual)).toMatch(/no answer \(other side closed/);
       }
     } finally {

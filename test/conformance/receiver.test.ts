@@ -116,6 +116,26 @@ describe("receiver certification", () => {
     }
   });
 
+  it("names the likeliest cause of a fault: a case-blind compare, a trimmed body, a body verified in part, the slow delivery's check", async () => {
+    const messageOf = async (receiver: RequestListener | RawReceiver, id: string, only = [id], timeoutMs?: number) => {
+      const report = await certifyBroken(receiver, { secret, ...(timeoutMs ? { timeoutMs } : {}) }, { only });
+      const result = report.results.find((r) => r.id === id)!;
+      expect(result.status).toBe("failed");
+      return `${result.message} ${JSON.stringify(result.actual)}`;
+    };
+    expect(await messageOf(brokenReceivers["decodes-hex-signature"]!(secret, slowReceiver), "rejects-uppercase-signature")).toMatch(/compared without regard to case/);
+    expect(await messageOf(brokenReceivers["verifies-raw-or-indented-by-2"]!(secret, slowReceiver), "rejects-reserialized-body-signature")).toMatch(/is the body trimmed before verifying\?/);
+    // One read of 8 KiB, as a hand-rolled server might make: a larger body is verified in part, and refused as a forgery.
+    const firstRead: RequestListener = (req, res) =>
+      void readRawBody(req, 1024 * 1024).then((body) => {
+        if (body === "too-large") return void res.writeHead(413).end();
+        res.writeHead(verifyDelivery(body.subarray(0, 8192), req.headers, secret).ok ? 204 : 401).end();
+      });
+    expect(await messageOf(firstRead, "acknowledges-64-kib-event")).toMatch(/refused with 401, as a forgery: is the signature verified over the whole body/);
+    const slow = brokenReceivers["answers-after-timeout"]!(secret, slowReceiver);
+    expect(await messageOf(slow, "answers-within-attempt-timeout", ["acknowledges-every-event", "answers-within-attempt-timeout"], slowReceiver.timeoutMs)).toMatch(/a delivery of acknowledges-every-event/);
+  });
+
   it("times a delivery of its own when the timeout check runs alone", async () => {
     const only = ["answers-within-attempt-timeout"];
     const slow = await certifyBroken(brokenReceivers["answers-after-timeout"]!(secret, slowReceiver), { secret, timeoutMs: slowReceiver.timeoutMs }, { only });

@@ -73,6 +73,19 @@ describe("delivery", () => {
     expect(envelope(delivery!.body)).toMatchObject({ id: triggered.body.id, event: "review.created", data: { businessID: "4711" } });
   });
 
+  // PostgreSQL's text holds no U+0000: such a secret is stored encoded, and one of 256 "=" as it is (D2: any code point).
+  it("signs with a secret that holds U+0000, and with one of 256 =, each as registered", async () => {
+    const server = await start();
+    for (const [name, own] of [["nul", "whsec-\u0000-with-a-nul-\u0000"], ["equals", "=".repeat(256)]] as const) {
+      const hook = endpoint(name);
+      await register(server, receiver.url(hook), ["review.created"], "4711", own);
+      await control(server).trigger("review.created", "4711");
+      await control(server).advance(0);
+      const [delivery] = receiver.at(hook);
+      expect(verifySignature(delivery!.body, delivery!.headers[rules.signatureHeader.toLowerCase()], own)).toMatchObject({ valid: true });
+    }
+  });
+
   it("counts a 3xx as a failure without following it, and retries after the wait, counted from the failure, with the same id", async () => {
     const server = await start();
     const [hook, target] = [endpoint("redirects"), endpoint("redirect-target")];
