@@ -129,32 +129,38 @@ export function answerOf(
     };
     signal.onabort = () => started?.abort(signal.reason!);
     const { origin, path, method, body, headers, timeoutMs } = target;
-    dispatcher.dispatch(
-      { origin, path, method: method as Dispatcher.HttpMethod, body, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
-      {
-        onRequestStart(c) {
-          started = c;
-          // Aborted while connecting: ended now (undici calls this once it has the connection).
-          if (signal.aborted) c.abort(signal.reason!);
+    // A request undici will not send (a header value it refuses) throws here: an error like any other.
+    try {
+      dispatcher.dispatch(
+        { origin, path, method: method as Dispatcher.HttpMethod, body, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
+        {
+          onRequestStart(c) {
+            started = c;
+            // Aborted while connecting: ended now (undici calls this once it has the connection).
+            if (signal.aborted) c.abort(signal.reason!);
+          },
+          onResponseStart(c, statusCode, answerHeaders) {
+            status = statusCode;
+            past(c, Number(answerHeaders["content-length"] ?? 0));
+          },
+          onResponseData(c, chunk) {
+            received += chunk.length;
+            past(c, received);
+          },
+          onResponseEnd() {
+            signal.onabort = undefined;
+            resolve({ status });
+          },
+          onResponseError(_c, error) {
+            signal.onabort = undefined;
+            resolve(tooLarge && !signal.aborted ? { status } : { status, error });
+          },
         },
-        onResponseStart(c, statusCode, answerHeaders) {
-          status = statusCode;
-          past(c, Number(answerHeaders["content-length"] ?? 0));
-        },
-        onResponseData(c, chunk) {
-          received += chunk.length;
-          past(c, received);
-        },
-        onResponseEnd() {
-          signal.onabort = undefined;
-          resolve({ status });
-        },
-        onResponseError(_c, error) {
-          signal.onabort = undefined;
-          resolve(tooLarge && !signal.aborted ? { status } : { status, error });
-        },
-      },
-    );
+      );
+    } catch (error) {
+      signal.onabort = undefined;
+      resolve({ status: 0, error: error as Error });
+    }
   });
 }
 
@@ -167,7 +173,7 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
     ...(options.contentType === null ? {} : { "content-type": options.contentType ?? rules.contentType }),
     ...(options.header === null ? {} : { [options.headerName ?? rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
   };
-  const signal: { aborted: boolean; reason: Error | undefined; onabort: (() => void) | undefined } = { aborted: false, reason: undefined, onabort: undefined };
+  const signal: { -readonly [K in keyof RequestSignal]: RequestSignal[K] } = { aborted: false, reason: undefined, onabort: undefined };
   const timer = setTimeout(() => {
     signal.aborted = true;
     signal.reason = new Error(`no complete answer within ${timeoutMs / 1000} s`);
@@ -178,12 +184,13 @@ export async function deliver(url: string, body: Buffer, options: DeliverOptions
   const { status, error } = await answerOf(options.dispatcher ?? getGlobalDispatcher(), target, signal).finally(() => clearTimeout(timer));
   const latencyMs = performance.now() - start;
   if (!error) return { status, latencyMs, ok: status >= 200 && status < 300 };
-  const timedOut = signal.aborted || (error as Error & { code?: string }).code === "UND_ERR_HEADERS_TIMEOUT" || (error as Error & { code?: string }).code === "UND_ERR_BODY_TIMEOUT";
+  const code = (error as Error & { code?: string }).code;
+  const timedOut = signal.aborted || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT";
   if (status === 0) {
-    const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
-    const code = e.cause?.code ?? e.code;
-    const message = e.cause?.message ?? e.message;
-    return { latencyMs, error: timedOut ? `no answer within ${timeoutMs / 1000} s` : explainedAnswerError(code && !message.includes(code) ? `${message}, ${code}` : message), ok: false };
+    const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
+    const why = cause?.code ?? code;
+    const message = cause?.message ?? error.message;
+    return { latencyMs, error: timedOut ? `no answer within ${timeoutMs / 1000} s` : explainedAnswerError(why && !message.includes(why) ? `${message}, ${why}` : message), ok: false };
   }
   // A refusal cut short is a refusal all the same; a 2xx cut short is a failed attempt.
   if (status < 200 || status >= 300) return { status, latencyMs, ok: false };

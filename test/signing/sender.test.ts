@@ -57,6 +57,13 @@ describe("deliver over HTTP", () => {
     server.close();
   });
 
+  it("gives a header undici will not send as the attempt's error, sending nothing", async () => {
+    const before = received.length;
+    const outcome = await deliver(url, Buffer.from("{}"), { secret: "s", header: "line\r\nbreak" });
+    expect(outcome).toMatchObject({ ok: false, error: expect.stringMatching(/invalid x-service-signature header/) });
+    expect(received.length).toBe(before);
+  });
+
   it("sends the exact bytes with the spec's method, content type and signature header", async () => {
     // Bytes JSON.stringify would not produce: they must arrive, and be signed, as given.
     const body = Buffer.from(`{ "id" : "evt_0123456789",\r\n"x": 1.0 }`);
