@@ -568,19 +568,19 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   /** throttle-window-ends-mid-check: requests per unknown client id, and when the front's windows began (at the first 5th). */
   const requestsOf = new Map<string, number>();
   let windowsFrom: number | undefined;
-  /** tokens-ignore-case & co., tokens-die-after-30-seconds: every token the reference issued through the front, and when. */
-  const issuedAt = new Map<string, number>();
+  /** The token fronts: every token the reference issued through the front, when, to which client, and how it was asked for. */
+  const issued = new Map<string, { at: number; clientId: string; asked: KeptToken["asked"] }>();
   /** Forwards a token request, and keeps the token issued. */
   const issuing = async (req: IncomingMessage, body: Buffer): Promise<Forwarded> => {
     const answer = await forward(req, body);
-    if (answer.status === 200) issuedAt.set(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token), performance.now());
+    if (answer.status === 200) {
+      const token = String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token);
+      issued.set(token, { at: performance.now(), clientId: credentialsOf(req, body).clientId, asked: askedAs(req, body) });
+    }
     return answer;
   };
-  /** lockout-revokes-tokens: each client's tokens, and those revoked by a lock-out. */
-  const tokensOfClient = new Map<string, Set<string>>();
+  /** lockout-revokes-tokens: the tokens revoked by a lock-out. */
   const revokedTokens = new Set<string>();
-  /** revoked-tokens-still-register-webhooks: how each token was asked for. */
-  const askedFor = new Map<string, KeptToken["asked"]>();
   /** hands-back-live-tokens: per client and scope set, the token it was handed, and the reference's it stands for now. */
   const liveTokens = new Map<string, KeptToken & { handedOut: string }>();
   /** real-client-window-ends-mid-try, address-budget-counts-unknown-clients-only: each real client's wrong secrets so far, and its window. */
@@ -776,7 +776,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const real =
         bearer === undefined
           ? undefined
-          : [...issuedAt.keys()].find((t) =>
+          : [...issued.keys()].find((t) =>
               id === "tokens-ignore-case" ? t.toLowerCase() === bearer.toLowerCase() : id === "tokens-match-by-prefix" ? bearer.startsWith(t) : bearer.length >= 8 && t.startsWith(bearer),
             );
       return reply(res, await forward(req, body, real ? { authorization: `Bearer ${real}` } : {}));
@@ -791,30 +791,23 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
         const bearer = bearerOf(req);
         return reply(res, await forward(req, body, bearer !== undefined && revokedTokens.has(bearer) ? { authorization: `Bearer ${bearer}-revoked` } : {}));
       }
-      const answer = await forward(req, body);
+      const answer = await issuing(req, body);
       const clientId = credentialsOf(req, body).clientId;
-      const held = tokensOfClient.get(clientId) ?? new Set<string>();
-      tokensOfClient.set(clientId, held);
-      if (answer.status === 200) held.add(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token));
-      if (answer.status === 429) for (const t of held) revokedTokens.add(t);
+      if (answer.status === 429) for (const [t, held] of issued) if (held.clientId === clientId) revokedTokens.add(t);
       return reply(res, answer);
     }
     if (id === "caps-tokens-over-all-clients") {
       // D32's cap kept over the tokens of every client together: the oldest of anyone's is revoked.
       if (isToken) return reply(res, await issuing(req, body));
       const bearer = bearerOf(req);
-      const newest = [...issuedAt.keys()].slice(-(contract.liveTokensPerClient ?? 100));
-      const revoked = bearer !== undefined && issuedAt.has(bearer) && !newest.includes(bearer);
+      const newest = [...issued.keys()].slice(-(contract.liveTokensPerClient ?? 100));
+      const revoked = bearer !== undefined && issued.has(bearer) && !newest.includes(bearer);
       return reply(res, await forward(req, body, revoked ? { authorization: `Bearer ${bearer}-revoked` } : {}));
     }
     if (id === "revoked-tokens-still-register-webhooks") {
-      if (isToken) {
-        const answer = await forward(req, body);
-        if (answer.status === 200) askedFor.set(String((JSON.parse(answer.body.toString("utf8")) as { access_token?: unknown }).access_token), askedAs(req, body));
-        return reply(res, answer);
-      }
+      if (isToken) return reply(res, await issuing(req, body));
       const answer = await forward(req, body);
-      const asked = registering ? askedFor.get(bearerOf(req) ?? "") : undefined;
+      const asked = registering ? issued.get(bearerOf(req) ?? "")?.asked : undefined;
       if (answer.status !== 401 || !asked) return reply(res, answer);
       // A code path of its own that checks a token's client, not whether it was revoked: a new token of that client in its place.
       const again = await request(`${upstream}${token.path}`, { method: "POST", ...asked });
@@ -824,7 +817,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     if (id === "tokens-die-after-30-seconds") {
       if (isToken) return reply(res, await issuing(req, body));
       const bearer = bearerOf(req);
-      const at = bearer === undefined ? undefined : issuedAt.get(bearer);
+      const at = bearer === undefined ? undefined : issued.get(bearer)?.at;
       return reply(res, await forward(req, body, at !== undefined && performance.now() - at > 30_000 ? { authorization: `Bearer ${bearer}-expired` } : {}));
     }
     if (id === "hands-back-live-tokens" || id === "hands-back-tokens-by-scope-only") {
