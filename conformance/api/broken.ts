@@ -498,10 +498,13 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const forwardKeptAlive = async (req: IncomingMessage, body: Buffer, held: KeptToken): Promise<Forwarded> => {
     const answer = await forward(req, body, { authorization: `Bearer ${held.current}` });
     if (answer.status !== 401) return answer;
-    const again = await request(`${upstream}${token.path}`, { method: "POST", ...held.asked });
-    const renewed = ((await again.body.json()) as { access_token?: string }).access_token;
-    if (renewed) held.current = renewed;
+    held.current = (await askedAgain(held.asked)) ?? held.current;
     return forward(req, body, { authorization: `Bearer ${held.current}` });
+  };
+  /** A new token of the reference, asked for as `asked` was (undefined if it refuses). */
+  const askedAgain = async (asked: KeptToken["asked"]): Promise<string | undefined> => {
+    const again = await request(`${upstream}${token.path}`, { method: "POST", ...asked });
+    return ((await again.body.json()) as { access_token?: string }).access_token;
   };
 
   /** Forwarded from the address each request came from (a loopback one), so the reference's budget per address (D30) counts it as the client's; behind-one-address: from the front's own. */
@@ -810,8 +813,7 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const asked = registering ? issued.get(bearerOf(req) ?? "")?.asked : undefined;
       if (answer.status !== 401 || !asked) return reply(res, answer);
       // A code path of its own that checks a token's client, not whether it was revoked: a new token of that client in its place.
-      const again = await request(`${upstream}${token.path}`, { method: "POST", ...asked });
-      const renewed = ((await again.body.json()) as { access_token?: string }).access_token;
+      const renewed = await askedAgain(asked);
       return reply(res, renewed ? await forward(req, body, { authorization: `Bearer ${renewed}` }) : answer);
     }
     if (id === "tokens-die-after-30-seconds") {

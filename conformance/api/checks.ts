@@ -102,6 +102,16 @@ function successExample(op: Operation) {
   return example;
 }
 
+/** `op`'s first success example sent with `token`. */
+const sendExample = (ctx: ApiContext, op: Operation, token: string) => {
+  const example = successExample(op);
+  return send(ctx, op, { query: example.query, body: example.body }, token);
+};
+
+/** A token request of --second-client-id, for `scope` if given (every scope it may have if not). */
+const secondClientTokenRequest = (ctx: ApiContext, id: string, secret: string, scope?: string) =>
+  ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret, ...(scope ? { scope } : {}) });
+
 const bodyText = (op: Operation, body: unknown) => (op.body && body !== undefined ? JSON.stringify(body) : undefined);
 
 async function send(ctx: ApiContext, op: Operation, input: Input & { raw?: Buffer }, token?: string): Promise<ResponseSeen> {
@@ -732,7 +742,7 @@ function ownTokenCheck(contract: Contract, form: (ctx: ApiContext, extra?: Recor
       if (id === undefined || secret === undefined) {
         throw new CheckSkipped("give --second-client-id and --second-client-secret to check that each client's tokens are its own (D23, D32)");
       }
-      const second = (scope?: string) => ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret, ...(scope ? { scope } : {}) });
+      const second = (scope?: string) => secondClientTokenRequest(ctx, id, secret, scope);
       const first = await second();
       expectAnswer(ctx, op, first, [successExample(op).status], "a token request of --second-client-id (are its id and secret right?)");
       const scope = String(jsonOf(first).scope ?? "");
@@ -793,9 +803,8 @@ function tokenLifetimeCheck(contract: Contract, maxLive: number, form: (ctx: Api
       // A timer may fire a millisecond early.
       while (performance.now() < aged) await new Promise((resolve) => setTimeout(resolve, aged - performance.now() + 1));
       const age = Math.floor((performance.now() - first.at) / 1000);
-      const example = successExample(probe);
-      const response = await send(ctx, probe, { query: example.query, body: example.body }, first.token);
-      expectAnswer(ctx, probe, response, [example.status], `${probe.method} ${probe.path} with a token issued ${age} s before (D11: tokens live ${String(lifetime)} s)`);
+      const response = await sendExample(ctx, probe, first.token);
+      expectAnswer(ctx, probe, response, [successExample(probe).status], `${probe.method} ${probe.path} with a token issued ${age} s before (D11: tokens live ${String(lifetime)} s)`);
       return `the token was ${age} s old`;
     },
   });
@@ -813,12 +822,12 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
     scenario: `with --second-client-id, first requests a token for it and calls ${probe.method} ${probe.path} with it; requests ${max + 1} tokens for --client-id, the first for ${probe.scopes.join(" ")} alone and the others for every scope, then calls ${probe.method} ${probe.path} with the first, the second and the last, every other operation's success example with the first, and ${probe.method} ${probe.path} with the second client's token again`,
     async run(ctx) {
       const example = successExample(probe);
-      const statusWith = async (token: string) => (await send(ctx, probe, { query: example.query, body: example.body }, token)).status;
+      const statusWith = async (token: string) => (await sendExample(ctx, probe, token)).status;
       // The second client's token, and what it got before: the cap is each client's own (D32), so it gets the same after.
       const { secondClientId, secondClientSecret } = ctx.options;
       let other: { token: string; before: number } | undefined;
       if (secondClientId !== undefined && secondClientSecret !== undefined) {
-        const response = await ctx.requestToken({ grant_type: "client_credentials", client_id: secondClientId, client_secret: secondClientSecret });
+        const response = await secondClientTokenRequest(ctx, secondClientId, secondClientSecret);
         if (response.status === 200) {
           const token = String(jsonOf(response).access_token);
           other = { token, before: await statusWith(token) };
@@ -847,8 +856,7 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
           // Revoked for every operation, not only where one code path looks (D32).
           const elsewhere: Record<string, number> = {};
           for (const o of contract.apiOperations.filter((x) => x !== probe && x.successExamples.length > 0)) {
-            const e = successExample(o);
-            elsewhere[`${o.method} ${o.path}`] = (await send(ctx, o, { query: e.query, body: e.body }, byLastIssue[0]!)).status;
+            elsewhere[`${o.method} ${o.path}`] = (await sendExample(ctx, o, byLastIssue[0]!)).status;
           }
           expectEqual(elsewhere, Object.fromEntries(Object.keys(elsewhere).map((k) => [k, unauthenticated])), `the revoked token was taken by another operation: D32 refuses it with ${unauthenticated} from then on, everywhere`);
         }
@@ -1065,8 +1073,7 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
       );
       // The token it holds: a lock-out refuses token requests, not the tokens a partner holds (D30).
       const held = String(jsonOf(resentBefore ?? before).access_token);
-      const example = successExample(probe);
-      const heldAnswers = async () => (await send(ctx, probe, { query: example.query, body: example.body }, held)).status;
+      const heldAnswers = async () => (await sendExample(ctx, probe, held)).status;
       const heldBefore = await heldAnswers();
       const notes: string[] = [];
       // Twice where the first try ends unthrottled: a window aligned to the clock may end during one try,

@@ -72,6 +72,28 @@ export const referenceTimings: ReferenceTiming[] = [
     },
   },
   {
+    id: "late",
+    clock: "scaled",
+    description:
+      "each retry is due 15% of its wait late, and one whose wait is over 100 real ms (a coarser timer's) 100 ms later still: near the end of D25's band (20% of the wait and 150 ms late), where a chain of short retries ends with a long one",
+    timing: () => ({}),
+    parts: (base, { clock }) => ({
+      retryAt(failure) {
+        const at = base.retryAt(failure);
+        if (at === undefined) return undefined;
+        const wait = at - failure.endedAt;
+        // Whole ms: times are stored as integers.
+        return Math.round(at + wait * 0.15 + (wait * clock.scale > 100 ? 100 / clock.scale : 0));
+      },
+    }),
+  },
+  {
+    id: "polled",
+    clock: "scaled",
+    description: "attempts are made only at a tick of real time every 80 ms (a poller's): each first attempt and retry up to 80 ms late",
+    timing: () => ({ beforeAttempt: () => sleep(80 - (Date.now() % 80)) }),
+  },
+  {
     id: "eager-slow",
     clock: "scaled",
     description:

@@ -1,6 +1,6 @@
 // Flake benchmark of `certify server`: the reference server certified many times in a row in each legal
 // timing (conformance/server/timings.ts): made only in advance, eagerly before a trigger answers, in the
-// background after it, with random delays inside the tolerance band of a scaled clock, and eagerly on a
+// background after it, with random delays inside the tolerance band of a scaled clock, with retries near the end of that band, at a poller's ticks, and eagerly on a
 // scaled clock with slow answers and connections. A suite whose verdict depended on a legal timing would
 // fail some of these runs. `BENCH_FLAKE_RUNS` sets the count; `BENCH_FLAKE_TIMINGS` (ids, comma-separated)
 // runs only those timings.
