@@ -1,7 +1,7 @@
 // Delivering a signed event exactly as a conforming server does (spec/DECISIONS.md D1, D2, D6): the
 // bytes signed are the bytes sent, with the method, content type, header and timeout of the spec.
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
-import { Agent, Client, request, type Dispatcher } from "undici";
+import { Agent, Client, getGlobalDispatcher, type Dispatcher } from "undici";
 import { newEventId, type WebhookEvent, signPayload, describeSchemaErrors, eventSchemaName, loadDeliveryRules, type EventName } from "@partner-platform/sdk";
 import { eventExample, validatorFor } from "./spec.js";
 
@@ -90,46 +90,110 @@ export function explainedAnswerError(message: string): string {
 }
 
 /** Past this much of an answer's body its status decides; the rest is not read (D6). */
-export const MAX_ANSWER_BYTES = 128 * 1024;
+const MAX_ANSWER_BYTES = 128 * 1024;
+
+/** What abandons a request (the reference engine's attempt signal has this shape): aborted once, calling `onabort`. */
+export interface RequestSignal {
+  readonly aborted: boolean;
+  readonly reason: Error | undefined;
+  onabort: (() => void) | undefined;
+}
+
+/** How an answer ended: its status (0 where none came), and what went wrong before its body ended. */
+export interface AnswerEnd {
+  status: number;
+  error?: Error;
+}
+
+/**
+ * Sends one request and settles once its answer's body has ended (D6: an answer is complete when its
+ * body has ended; past 128 KiB of it the status decides, and the connection is closed rather than read
+ * on). Redirects are not followed. Through the dispatcher's own handler interface: `request()`'s response
+ * stream, promise and async resource per attempt were a large part of the reference engine's time, and
+ * the body is only counted, never kept. `timeoutMs` is undici's own backstop; `signal` is the deadline.
+ */
+export function answerOf(
+  dispatcher: Dispatcher,
+  target: { origin: string; path: string; method: string; body: Buffer; headers: Record<string, string | string[]>; timeoutMs: number },
+  signal: RequestSignal,
+): Promise<AnswerEnd> {
+  return new Promise((resolve) => {
+    let status = 0;
+    let received = 0;
+    let tooLarge = false;
+    let started: Dispatcher.DispatchController | undefined;
+    const past = (c: Dispatcher.DispatchController, bytes: number) => {
+      if (bytes <= MAX_ANSWER_BYTES) return;
+      tooLarge = true;
+      c.abort(new Error("answer body over 128 KiB"));
+    };
+    signal.onabort = () => started?.abort(signal.reason!);
+    const { origin, path, method, body, headers, timeoutMs } = target;
+    // A request undici will not send (a header value it refuses) throws here: an error like any other.
+    try {
+      dispatcher.dispatch(
+        { origin, path, method: method as Dispatcher.HttpMethod, body, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
+        {
+          onRequestStart(c) {
+            started = c;
+            // Aborted while connecting: ended now (undici calls this once it has the connection).
+            if (signal.aborted) c.abort(signal.reason!);
+          },
+          onResponseStart(c, statusCode, answerHeaders) {
+            status = statusCode;
+            past(c, Number(answerHeaders["content-length"] ?? 0));
+          },
+          onResponseData(c, chunk) {
+            received += chunk.length;
+            past(c, received);
+          },
+          onResponseEnd() {
+            signal.onabort = undefined;
+            resolve({ status });
+          },
+          onResponseError(_c, error) {
+            signal.onabort = undefined;
+            resolve(tooLarge && !signal.aborted ? { status } : { status, error });
+          },
+        },
+      );
+    } catch (error) {
+      signal.onabort = undefined;
+      resolve({ status: 0, error: error as Error });
+    }
+  });
+}
 
 /** One delivery attempt of `body` (exact bytes) to `url`. Redirects are not followed. */
 export async function deliver(url: string, body: Buffer, options: DeliverOptions): Promise<DeliveryOutcome> {
   const rules = loadDeliveryRules();
+  const timeoutMs = options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000;
+  const { origin, pathname, search } = new URL(url);
+  const headers = {
+    ...(options.contentType === null ? {} : { "content-type": options.contentType ?? rules.contentType }),
+    ...(options.header === null ? {} : { [options.headerName ?? rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
+  };
+  const signal: { -readonly [K in keyof RequestSignal]: RequestSignal[K] } = { aborted: false, reason: undefined, onabort: undefined };
+  const timer = setTimeout(() => {
+    signal.aborted = true;
+    signal.reason = new Error(`no complete answer within ${timeoutMs / 1000} s`);
+    signal.onabort?.();
+  }, timeoutMs);
   const start = performance.now();
-  try {
-    const response = await request(url, {
-      method: (options.method ?? rules.method) as Dispatcher.HttpMethod,
-      body,
-      headers: {
-        ...(options.contentType === null ? {} : { "content-type": options.contentType ?? rules.contentType }),
-        ...(options.header === null ? {} : { [options.headerName ?? rules.signatureHeader.toLowerCase()]: options.header ?? signPayload(body, options.secret) }),
-      },
-      signal: AbortSignal.timeout(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000),
-      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
-    });
-    const status = response.statusCode;
-    // D6: an answer is complete when its body has ended (a 2xx cut short is a failed attempt); past
-    // 128 KiB its status decides.
-    let received = 0;
-    try {
-      for await (const chunk of response.body) {
-        received += (chunk as Buffer).length;
-        if (received > MAX_ANSWER_BYTES) break;
-      }
-    } catch (error) {
-      // A refusal cut short is a refusal all the same.
-      if (status < 200 || status >= 300) return { status, latencyMs: performance.now() - start, ok: false };
-      const e = error as Error & { code?: string };
-      const why = e.name === "TimeoutError" || e.name === "AbortError" ? `it had not ended after ${(options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000) / 1000} s` : explainedAnswerError(e.message);
-      return { latencyMs: performance.now() - start, error: `HTTP ${status}, but its body did not end (${why}): an answer is complete when its body has ended (D6)`, ok: false };
-    }
-    return { status, latencyMs: performance.now() - start, ok: status >= 200 && status < 300 };
-  } catch (error) {
-    const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
-    const code = e.cause?.code ?? e.code;
-    const message = e.cause?.message ?? e.message;
-    const waited = options.timeoutMs ?? rules.attemptTimeoutSeconds * 1000;
-    const reason = e.name === "TimeoutError" ? `no answer within ${waited / 1000} s` : explainedAnswerError(code && !message.includes(code) ? `${message}, ${code}` : message);
-    return { latencyMs: performance.now() - start, error: reason, ok: false };
+  const target = { origin, path: pathname + search, method: options.method ?? rules.method, body, headers, timeoutMs };
+  const { status, error } = await answerOf(options.dispatcher ?? getGlobalDispatcher(), target, signal).finally(() => clearTimeout(timer));
+  const latencyMs = performance.now() - start;
+  if (!error) return { status, latencyMs, ok: status >= 200 && status < 300 };
+  const code = (error as Error & { code?: string }).code;
+  const timedOut = signal.aborted || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT";
+  if (status === 0) {
+    const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
+    const why = cause?.code ?? code;
+    const message = cause?.message ?? error.message;
+    return { latencyMs, error: timedOut ? `no answer within ${timeoutMs / 1000} s` : explainedAnswerError(why && !message.includes(why) ? `${message}, ${why}` : message), ok: false };
   }
+  // A refusal cut short is a refusal all the same; a 2xx cut short is a failed attempt.
+  if (status < 200 || status >= 300) return { status, latencyMs, ok: false };
+  const why = timedOut ? `it had not ended after ${timeoutMs / 1000} s` : explainedAnswerError(error.message);
+  return { latencyMs, error: `HTTP ${status}, but its body did not end (${why}): an answer is complete when its body has ended (D6)`, ok: false };
 }

@@ -5,7 +5,7 @@
 // conformance/server/timings.ts its other legal timings: a variant replaces a part, never a branch here.
 import type { Dispatcher } from "undici";
 import { newEventId, signPayload, type DeliveryRules, type EventName } from "@partner-platform/sdk";
-import { explainedAnswerError, MAX_ANSWER_BYTES } from "../../sender.js";
+import { answerOf, explainedAnswerError } from "../../sender.js";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
 import { EXPIRE_DUE_LEADS, secretFromStore, type Db, type Queryable } from "../store.js";
@@ -183,54 +183,15 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
   });
 
   /**
-   * POSTs `body` and resolves with the answer's status once its body has ended, through the
-   * dispatcher's own handler interface: `request()`'s response stream, promise and async resource per
-   * attempt were a large part of the engine's time, and the body is only counted, never read.
+   * POSTs `body` and resolves with the answer's status once its body has ended (sender.ts's `answerOf`).
    * The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
    * inside the attempt's deadline (the signal, deadlines.ts) there is connecting, the answer and its
    * body (D6), never a queue for a connection. undici's own timeouts, coarser, are a backstop.
    */
-  function post(target: { origin: string; path: string }, body: Buffer, headers: Record<string, string>, signal: AttemptSignal): Promise<number> {
-    return new Promise((resolve, reject) => {
-      let status = 0;
-      let received = 0;
-      let tooLarge = false;
-      let started: Dispatcher.DispatchController | undefined;
-      // Past 128 KiB of answer the connection is closed rather than read on; the status stands.
-      const past = (c: Dispatcher.DispatchController, bytes: number) => {
-        if (bytes <= MAX_ANSWER_BYTES) return;
-        tooLarge = true;
-        c.abort(new Error("answer body over 128 KiB"));
-      };
-      signal.onabort = () => started?.abort(signal.reason!);
-      ctx.dispatcher.dispatch(
-        { origin: target.origin, path: target.path, method: rules.method, body, headers, headersTimeout: ctx.attemptTimeoutRealMs, bodyTimeout: ctx.attemptTimeoutRealMs },
-        {
-          onRequestStart(c) {
-            started = c;
-            // Aborted while connecting: ended now (undici calls this once it has the connection).
-            if (signal.aborted) c.abort(signal.reason!);
-          },
-          onResponseStart(c, statusCode, answerHeaders) {
-            status = statusCode;
-            past(c, Number(answerHeaders["content-length"] ?? 0));
-          },
-          onResponseData(c, chunk) {
-            received += chunk.length;
-            past(c, received);
-          },
-          onResponseEnd() {
-            signal.onabort = undefined;
-            resolve(status);
-          },
-          onResponseError(_c, error) {
-            signal.onabort = undefined;
-            if (tooLarge && !signal.aborted) resolve(status);
-            else reject(error);
-          },
-        },
-      );
-    });
+  async function post(target: { origin: string; path: string }, body: Buffer, headers: Record<string, string>, signal: AttemptSignal): Promise<number> {
+    const { status, error } = await answerOf(ctx.dispatcher, { ...target, method: rules.method, body, headers, timeoutMs: ctx.attemptTimeoutRealMs }, signal);
+    if (error) throw error;
+    return status;
   }
   return {
     envelope(name, data, at) {
