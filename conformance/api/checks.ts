@@ -108,9 +108,9 @@ const sendExample = (ctx: ApiContext, op: Operation, token: string) => {
   return send(ctx, op, { query: example.query, body: example.body }, token);
 };
 
-/** A token request of --second-client-id, for `scope` if given (every scope it may have if not). */
-const secondClientTokenRequest = (ctx: ApiContext, id: string, secret: string, scope?: string) =>
-  ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret, ...(scope ? { scope } : {}) });
+/** A token request of --second-client-id, for `scope` if given (every scope it may have if not), sent as `how` says. */
+const secondClientTokenRequest = (ctx: ApiContext, id: string, secret: string, { scope, how }: { scope?: string; how?: Parameters<ApiContext["requestToken"]>[2] } = {}) =>
+  ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret, ...(scope ? { scope } : {}) }, {}, how);
 
 const bodyText = (op: Operation, body: unknown) => (op.body && body !== undefined ? JSON.stringify(body) : undefined);
 
@@ -742,7 +742,7 @@ function ownTokenCheck(contract: Contract, form: (ctx: ApiContext, extra?: Recor
       if (id === undefined || secret === undefined) {
         throw new CheckSkipped("give --second-client-id and --second-client-secret to check that each client's tokens are its own (D23, D32)");
       }
-      const second = (scope?: string) => secondClientTokenRequest(ctx, id, secret, scope);
+      const second = (scope?: string) => secondClientTokenRequest(ctx, id, secret, { scope });
       const first = await second();
       expectAnswer(ctx, op, first, [successExample(op).status], "a token request of --second-client-id (are its id and secret right?)");
       const scope = String(jsonOf(first).scope ?? "");
@@ -1032,7 +1032,7 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
       // during the first try begins in it): a 429 before the budget is spent that asks for less than its
       // rest is a limit of the deployment. The one that judges the throttle is taken whatever it asks for.
       let windowFrom: number | undefined;
-      const rightSecret = () => ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret }, {}, { waitOnRateLimit: false });
+      const rightSecret = () => secondClientTokenRequest(ctx, id, secret, { how: { waitOnRateLimit: false } });
       const tokenOf = (from?: number) => pastDeploymentLimits(ctx, rightSecret, budget.windowSeconds, waited, from);
       const right = () => tokenOf(windowFrom);
       const wrong = (n: number) => {

@@ -63,16 +63,32 @@ const leadLocation = (change: (location: { city: string; state: string; zip: str
   });
 
 /**
- * An attempt made with node:https instead of undici: with Expect: 100-continue, taking an interim (1xx)
- * answer for the final one, or with the whole URL as its request-target (as to a proxy).
+ * An attempt made with node:https instead of undici: as it is (a legal server, test/conformance/server.test.ts),
+ * or with Expect: 100-continue, taking an interim (1xx) answer for the final one, reading only the status
+ * line, with a chunked body, with the whole URL as its request-target (as to a proxy), or through a pool
+ * of a few connections per origin that a request waits for inside its attempt's deadline (or, legal, with
+ * its own timeout started when it gets its connection: D6, the wait comes before the attempt).
  */
-function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; interimIsFinal?: boolean; absoluteForm?: boolean; statusIsEnough?: boolean; chunked?: boolean }): DeliveryParts["send"] {
+export function sendWithNodeHttps(
+  ctx: PartsContext,
+  how: {
+    expectContinue?: boolean;
+    interimIsFinal?: boolean;
+    absoluteForm?: boolean;
+    statusIsEnough?: boolean;
+    chunked?: boolean;
+    connectionsPerOrigin?: number;
+    timeoutFromConnection?: boolean;
+  },
+): DeliveryParts["send"] {
+  const ca = [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])];
+  const agent = how.connectionsPerOrigin ? new https.Agent({ keepAlive: true, maxSockets: how.connectionsPerOrigin, ca }) : undefined;
   return (url, body, signature, signal) =>
     new Promise<SendResult>((resolve, reject) => {
       const request = https.request(url, {
         method: ctx.rules.method,
         ...(how.absoluteForm ? { path: url } : {}),
-        ca: [...rootCertificates, ...(ctx.webhookCa ? [ctx.webhookCa] : [])],
+        ...(agent ? { agent } : { ca }),
         headers: {
           "content-type": ctx.rules.contentType,
           [ctx.rules.signatureHeader.toLowerCase()]: signature,
@@ -80,7 +96,15 @@ function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; i
           ...(how.expectContinue ? { expect: "100-continue" } : {}),
         },
       });
-      signal.onabort = () => request.destroy(signal.reason);
+      // The engine's deadline starts before the pool's queue; timed from the connection, only a stop is taken from it.
+      let timedOut = false;
+      if (how.timeoutFromConnection) {
+        signal.onabort = () => (signal.timedOut ? undefined : request.destroy(signal.reason));
+        request.once("socket", () => {
+          const timer = setTimeout(() => ((timedOut = true), request.destroy(new Error("attempt timeout"))), ctx.attemptTimeoutRealMs);
+          request.once("close", () => clearTimeout(timer));
+        });
+      } else signal.onabort = () => request.destroy(signal.reason);
       if (how.expectContinue) request.on("continue", () => request.end(body));
       else request.end(body);
       // The outcome read off the status line, as a client that hands back the head before the body gives it; the body is never waited for.
@@ -90,7 +114,8 @@ function sendWithNodeHttps(ctx: PartsContext, how: { expectContinue?: boolean; i
       request.on("response", (response) => response.resume().on("end", () => resolve({ status: response.statusCode ?? 0, timedOut: false })));
       request.on("error", (error) => {
         if (signal.aborted && !signal.timedOut) reject(error);
-        else resolve(signal.timedOut ? { error: "no complete answer within the attempt timeout", timedOut: true } : { error: error.message, timedOut: false });
+        else if (how.timeoutFromConnection ? timedOut : signal.timedOut) resolve({ error: "no complete answer within the attempt timeout", timedOut: true });
+        else resolve({ error: error.message, timedOut: false });
       });
     });
 }
@@ -492,6 +517,9 @@ export const brokenServers: BrokenServer[] = [
   { id: "sends-chunked-bodies", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { chunked: true }) }) },
   // `POST https://host:port/path HTTP/1.1`: the form a client sends to a proxy, not to the origin server.
   { id: "sends-absolute-form-request-targets", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { absoluteForm: true }) }) },
+  // A pool of 2 connections per origin, each request's deadline running while it waits for one (D6: the
+  // wait comes before the attempt): attempts behind held ones fail unsent and are counted.
+  { id: "counts-the-wait-for-a-connection", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, { connectionsPerOrigin: 2 }) }) },
 
   // -- Retry schedule and the failure counter ------------------------------------------------------
   {

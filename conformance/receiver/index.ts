@@ -356,26 +356,32 @@ function shapesToAcknowledge(): Record<string, { body: Buffer; contentType?: str
   };
 }
 
-/** Bodies the service never sends, each of which a receiver might take as junk not worth verifying (D2: verified all the same). */
-function shapesNeverSent(): Record<string, Buffer> {
+/**
+ * Bodies the service never sends, each of which a receiver might take as junk not worth verifying (D2:
+ * verified all the same). Each made when sent: the check's scenario names them when the module loads.
+ */
+function shapesNeverSent(): Record<string, () => Buffer> {
   const json = (value: unknown) => Buffer.from(JSON.stringify(value));
   const envelope = () => buildEnvelope("lead.created") as unknown as Record<string, unknown>;
-  const [before, after] = JSON.stringify({ ...envelope(), note: "@" }).split("@") as [string, string];
+  const notUtf8 = () => {
+    const [before, after] = JSON.stringify({ ...envelope(), note: "@" }).split("@") as [string, string];
+    return Buffer.concat([Buffer.from(before), Buffer.from([0xc3, 0x28]), Buffer.from(after)]);
+  };
   return {
-    "a body that is not JSON": Buffer.from("ping"),
-    "an envelope without data": json({ ...envelope(), data: undefined }),
-    "an envelope without an id": json({ ...envelope(), id: undefined }),
-    "an envelope without an event name": json({ ...envelope(), event: undefined }),
-    "an event name that is not a string": json({ ...envelope(), event: 42 }),
-    "an id that is not an event id": json({ ...envelope(), id: "1" }),
-    "a JSON array": json([envelope()]),
-    "JSON null": Buffer.from("null"),
-    "stamped 1970-01-01T00:00:00Z": json({ ...envelope(), timestamp: "1970-01-01T00:00:00Z" }),
-    "stamped 9999-12-31T23:59:59Z": json({ ...envelope(), timestamp: "9999-12-31T23:59:59Z" }),
-    "a timestamp that is not a date": json({ ...envelope(), timestamp: "yesterday" }),
-    "a body of 96 KiB (over D18's 64 KiB)": eventOfSize(96 * 1024),
-    "bytes that are not UTF-8": Buffer.concat([Buffer.from(before), Buffer.from([0xc3, 0x28]), Buffer.from(after)]),
-    "a byte order mark before the JSON": Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), json(envelope())]),
+    "a body that is not JSON": () => Buffer.from("ping"),
+    "an envelope without data": () => json({ ...envelope(), data: undefined }),
+    "an envelope without an id": () => json({ ...envelope(), id: undefined }),
+    "an envelope without an event name": () => json({ ...envelope(), event: undefined }),
+    "an event name that is not a string": () => json({ ...envelope(), event: 42 }),
+    "an id that is not an event id": () => json({ ...envelope(), id: "1" }),
+    "a JSON array": () => json([envelope()]),
+    "JSON null": () => Buffer.from("null"),
+    "stamped 1970-01-01T00:00:00Z": () => json({ ...envelope(), timestamp: "1970-01-01T00:00:00Z" }),
+    "stamped 9999-12-31T23:59:59Z": () => json({ ...envelope(), timestamp: "9999-12-31T23:59:59Z" }),
+    "a timestamp that is not a date": () => json({ ...envelope(), timestamp: "yesterday" }),
+    "a body of 96 KiB (over D18's 64 KiB)": () => eventOfSize(96 * 1024),
+    "bytes that are not UTF-8": notUtf8,
+    "a byte order mark before the JSON": () => Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), json(envelope())]),
   };
 }
 
@@ -692,7 +698,8 @@ export const receiverChecks: Check<ReceiverContext>[] = [
         outcomes[shape] = await ctx.send(body, signedByOther(body), { forgery: true, ...how });
       }
       // What the service never sends: refused, whether as a forgery or as not an event (D50: 400 after verifying).
-      for (const [what, body] of Object.entries(shapesNeverSent())) {
+      for (const [what, make] of Object.entries(shapesNeverSent())) {
+        const body = make();
         outcomes[what] = await ctx.send(body, signedByOther(body), { forgery: true });
       }
       expectRefused(

@@ -63,6 +63,20 @@ export const referenceTimings: ReferenceTiming[] = [
     }),
   },
   {
+    id: "truncated",
+    clock: "virtual",
+    description:
+      "each retry is due at its instant cut to the whole second below (a column of whole seconds that truncates: a failure at .6 s is retried 0.6 s before its wait ends, which D25 allows under a virtual clock)",
+    timing: () => ({}),
+    virtualAttemptTimeoutMs: 1000,
+    parts: (base) => ({
+      retryAt(failure) {
+        const at = base.retryAt(failure);
+        return at === undefined ? undefined : Math.floor(at / 1000) * 1000;
+      },
+    }),
+  },
+  {
     id: "jitter",
     clock: "scaled",
     description: "each attempt is made a random 0 to a third of D25's fixed late allowance after it is due (0-50 ms)",

@@ -1,9 +1,10 @@
 // Flake benchmark of `certify server`: the reference server certified many times in a row in each legal
 // timing (conformance/server/timings.ts): made only in advance, eagerly before a trigger answers, in the
-// background after it, with random delays inside the tolerance band of a scaled clock, with retries near the end of that band, at a poller's ticks, and eagerly on a
-// scaled clock with slow answers and connections. A suite whose verdict depended on a legal timing would
-// fail some of these runs. `BENCH_FLAKE_RUNS` sets the count; `BENCH_FLAKE_TIMINGS` (ids, comma-separated)
-// runs only those timings.
+// background after it, with retries due at their instant cut to the whole second, with random delays
+// inside the tolerance band of a scaled clock, with retries near the end of that band, at a poller's
+// ticks, and eagerly on a scaled clock with slow answers and connections. A suite whose verdict depended
+// on a legal timing would fail some of these runs. `BENCH_FLAKE_RUNS` sets the count;
+// `BENCH_FLAKE_TIMINGS` (ids, comma-separated) runs only those timings.
 import type { ClockSetting } from "../../conformance/server/clock.js";
 import { certifyReference } from "../../conformance/server/reference.js";
 import { referenceTimings } from "../../conformance/server/timings.js";

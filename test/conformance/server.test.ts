@@ -2,7 +2,7 @@
 // timing (conformance/server/timings.ts), on both storage back-ends; a wait 20% short is told apart from
 // the tolerance band. The broken servers are in server-variants.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { brokenServers, type BrokenServer } from "../../conformance/broken/servers.js";
+import { brokenServers, sendWithNodeHttps, type BrokenServer } from "../../conformance/broken/servers.js";
 import { formatResult } from "../../conformance/framework/report.js";
 import type { SuiteReport } from "../../conformance/framework/check.js";
 import type { ClockSetting } from "../../conformance/server/clock.js";
@@ -78,6 +78,25 @@ describe("server certification", () => {
     };
     expect(notPassed(await certifyReference({ kind: "virtual" }, { variant, db }))).toEqual([]);
   }, 120_000);
+
+  // Another HTTP client must not change a verdict: node:https and its keep-alive global agent (its own
+  // header order, Host and Connection headers, a connection per request in flight), or a pool of 2
+  // connections per origin whose attempts are timed from when they get one (D6: the wait for a connection
+  // comes before the attempt; timed from the request, it is the broken counts-the-wait-for-a-connection).
+  // The pool on a virtual clock only: on a scaled one an attempt queued behind two that hang can come
+  // later than D24 allows (one run of 9 failed).
+  const otherClients = [
+    { what: "makes its attempts with node:https", how: {}, clocks: [{ kind: "virtual" } as const, scaled(3e-5)] },
+    { what: "waits for one of 2 connections per origin before an attempt's timeout starts", how: { connectionsPerOrigin: 2, timeoutFromConnection: true }, clocks: [{ kind: "virtual" } as const] },
+  ];
+  for (const { what, how, clocks } of otherClients) {
+    for (const clock of clocks) {
+      it(`certifies a server that ${what} (${clock.kind} clock)`, { timeout: 120_000, retry: clock.kind === "scaled" ? 1 : 0 }, async () => {
+        const variant: BrokenServer = { id: "another-http-client", parts: (_base, ctx) => ({ send: sendWithNodeHttps(ctx, how) }) };
+        expect(notPassed(await certifyReference(clock, { variant, db }))).toEqual([]);
+      });
+    }
+  }
 
   // D40 caps the attempts to one webhook at once; fewer are legal. The overlap checks hold attempts and
   // answer them out of the order they came: one at a time, or two, they must still pass.
