@@ -173,6 +173,16 @@ export const brokenApis = [
   { id: "names-the-first-two-errors-only", description: "A 422's errors names only the first two failing members (a cap on its length), where D13 wants every one." },
   { id: "malformed-basic-is-invalid-client", description: "An Authorization header that is not well-formed Basic gets 401 invalid_client, a failed authentication (D31: 400 invalid_request)." },
   { id: "secrets-ignore-case", description: "Client secrets sent in the form are compared without regard to letter case (a case-insensitive collation): a secret in another case gets a token." },
+  {
+    id: "trusts-any-x-forwarded-for",
+    description:
+      "Takes the client's address from the first X-Forwarded-For address of any sender (Express's trust proxy = true), where D30 reads it only from the proxies named: a client that writes a new address into each request is never throttled per address.",
+  },
+  {
+    id: "client-ids-ignore-case",
+    description:
+      "Client ids are looked up without regard to letter case (a case-insensitive collation), where D11 compares them exactly: a client id in another case, with the client's secret, gets that client's token.",
+  },
   { id: "basic-failures-not-counted", description: "Failed HTTP Basic authentications of unknown client ids never count toward D30's budgets: guessing through Basic is never throttled." },
   {
     id: "address-budget-counts-unknown-clients-only",
@@ -186,6 +196,11 @@ export const brokenApis = [
   { id: "success-resets-failure-count", description: "A client's successful token request resets its count of failed authentications (D30: successes count for neither budget): wrong secrets between the right ones are never throttled." },
   { id: "right-secret-passes-the-throttle", description: "A throttled client, or a client at a throttled address, that sends its right secret gets a token (D30: the right secret included), so guessing goes on at full speed and a right guess shows." },
   { id: "counts-successes-per-address", description: "Counts successful token requests toward their address's budget of failed authentications: an address is throttled after 300 token requests a minute, successes among them (D30: successes count for neither budget)." },
+  {
+    id: "counts-throttled-requests-per-address",
+    description:
+      "Counts token requests answered 429 (a throttled client id's) toward their address's budget of failed authentications: requests for a locked-out client id lock its address out too (D30: a 429 counts for neither budget).",
+  },
   { id: "retry-after-always-60", description: "A throttled token request's Retry-After is always 60, however much of D30's window is left: it does not count down." },
   {
     id: "throttle-window-of-5-seconds",
@@ -265,6 +280,11 @@ export const legalApis = [
   {
     id: "behind-one-address",
     description: "A proxy in front, as Docker's published ports are: the implementation sees every request come from one address, so D30's budget per address counts the suite's requests from all its addresses together.",
+  },
+  {
+    id: "appends-x-forwarded-for",
+    description:
+      "A reverse proxy in front that appends each request's peer address to its X-Forwarded-For (as nginx's $proxy_add_x_forwarded_for does), the implementation trusting that proxy alone (serve --trust-proxy 127.0.0.1): the client's address is the last one the proxy names, whatever the client wrote before it (D30).",
   },
 ] as const satisfies readonly BrokenApi[];
 
@@ -507,11 +527,23 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     return ((await again.body.json()) as { access_token?: string }).access_token;
   };
 
-  /** Forwarded from the address each request came from (a loopback one), so the reference's budget per address (D30) counts it as the client's; behind-one-address: from the front's own. */
+  /**
+   * Forwarded from the address each request came from (a loopback one), so the reference's budget per
+   * address (D30) counts it as the client's. behind-one-address and appends-x-forwarded-for: from the
+   * front's own (the latter names the client in X-Forwarded-For, for a reference that trusts the front).
+   * trusts-any-x-forwarded-for: from a loopback address of its own for each first X-Forwarded-For
+   * address a request names, as if the reference took that for the client's.
+   */
   const fromAddress = new Map<string, Agent>();
+  const namedAddresses = new Map<string, string>();
   const dispatcherFor = (req: IncomingMessage) => {
-    if (id === "behind-one-address") return undefined;
-    const address = req.socket.remoteAddress ?? "127.0.0.1";
+    if (id === "behind-one-address" || id === "appends-x-forwarded-for") return undefined;
+    let address = req.socket.remoteAddress ?? "127.0.0.1";
+    const named = String(req.headers["x-forwarded-for"] ?? "").split(",")[0]!.trim();
+    if (id === "trusts-any-x-forwarded-for" && named) {
+      if (!namedAddresses.has(named)) namedAddresses.set(named, `127.251.${Math.floor(namedAddresses.size / 250)}.${1 + (namedAddresses.size % 250)}`);
+      address = namedAddresses.get(named)!;
+    }
     if (!fromAddress.has(address)) fromAddress.set(address, new Agent({ localAddress: address }));
     return fromAddress.get(address)!;
   };
@@ -520,6 +552,10 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     const outgoing: Record<string, string> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (!HOP_BY_HOP.has(name) && name !== "host" && value !== undefined) outgoing[name] = Array.isArray(value) ? value.join(", ") : value;
+    }
+    if (id === "appends-x-forwarded-for") {
+      const peer = req.socket.remoteAddress ?? "127.0.0.1";
+      outgoing["x-forwarded-for"] = outgoing["x-forwarded-for"] ? `${outgoing["x-forwarded-for"]}, ${peer}` : peer;
     }
     const response = await request(`${upstream}${req.url}`, {
       method: req.method as "GET",
@@ -651,11 +687,11 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       if (answer.status === 401) window.count++;
       return reply(res, answer);
     }
-    if (id === "counts-successes-per-address" && isToken) {
-      // Each success counted as a failure of its address: a failed authentication of a made-up client id sent on from it.
+    if ((id === "counts-successes-per-address" || id === "counts-throttled-requests-per-address") && isToken) {
+      // Each success (each 429) counted as a failure of its address: a failed authentication of a made-up client id sent on from it.
       const answer = await forward(req, body);
-      if (answer.status === 200) {
-        const form = new URLSearchParams({ grant_type: "client_credentials", client_id: `success-${randomBytes(6).toString("hex")}`, client_secret: "counted" });
+      if (answer.status === (id === "counts-successes-per-address" ? 200 : 429)) {
+        const form = new URLSearchParams({ grant_type: "client_credentials", client_id: `counted-${randomBytes(6).toString("hex")}`, client_secret: "counted" });
         await request(`${upstream}${token.path}`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: form.toString(), dispatcher: dispatcherFor(req) }).then((r) => r.body.dump());
       }
       return reply(res, answer);
@@ -911,6 +947,12 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       // A secret matching a client's in any letter case is taken as that client's.
       const answer = await withLooseSecret(req, body, (sent, real) => sent.toLowerCase() === real.toLowerCase());
       if (answer) return reply(res, answer);
+    }
+    if (id === "client-ids-ignore-case" && isToken) {
+      // A client id matching a client's in any letter case is taken as that client's.
+      const sent = credentialsOf(req, body);
+      const client = clients.find((c) => c.clientId !== sent.clientId && c.clientId.toLowerCase() === sent.clientId.toLowerCase());
+      if (client) return reply(res, await withClientId(req, body, sent, client.clientId));
     }
     if ((id === "real-client-window-ends-mid-try" || id === "address-budget-counts-unknown-clients-only") && isToken) {
       // The front is D30's per-client throttle for clients that exist: the reference never sees their wrong

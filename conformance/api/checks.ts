@@ -339,16 +339,28 @@ function expectAnswersWhatWasSent(ctx: ApiContext, op: Operation, input: Input, 
 
 const fullToken = (ctx: ApiContext) => ctx.token(ctx.contract.scopes);
 
+/** The headers that name a client's address behind a proxy, as the suite writes them itself: never the address D30 counts. */
+const FORWARDED_HEADERS = "X-Forwarded-For, X-Real-IP and Forwarded";
+/** Failure k's forged headers, each naming an address of its own from the documentation ranges (TEST-NET-2, then -3). */
+function forwardedFor(k: number): Record<string, string> {
+  const n = k % 508;
+  const address = n < 254 ? `198.51.100.${1 + n}` : `203.0.113.${n - 253}`;
+  return { "x-forwarded-for": address, "x-real-ip": address, forwarded: `for=${address}` };
+}
+
 /** A token request of `clientId` with `secret`, in the form or as HTTP Basic, that waits on no rate limit (the throttle checks judge the 429s). */
-const credentialsRequest = (ctx: ApiContext, clientId: string, secret: string, how: { basic: boolean; dispatcher?: Agent }) =>
+const credentialsRequest = (ctx: ApiContext, clientId: string, secret: string, how: { basic: boolean; dispatcher?: Agent; headers?: Record<string, string> }) =>
   how.basic
-    ? ctx.requestToken({ grant_type: "client_credentials" }, { authorization: basicOf(clientId, secret) }, { waitOnRateLimit: false, dispatcher: how.dispatcher })
-    : ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: secret }, {}, { waitOnRateLimit: false, dispatcher: how.dispatcher });
+    ? ctx.requestToken({ grant_type: "client_credentials" }, { ...how.headers, authorization: basicOf(clientId, secret) }, { waitOnRateLimit: false, dispatcher: how.dispatcher })
+    : ctx.requestToken({ grant_type: "client_credentials", client_id: clientId, client_secret: secret }, how.headers, { waitOnRateLimit: false, dispatcher: how.dispatcher });
+
+/** `text` with the case of each of its letters swapped. */
+const caseSwapped = (text: string) => [...text].map((c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("");
 
 /** The real token with its end changed, and with its letters in the other case: well-formed, never issued (tokens are compared exactly). */
 function forge(token: string): { what: string; token: string }[] {
   const tail = token.slice(-4) === "AAAA" ? "BBBB" : "AAAA";
-  const swapped = [...token].map((c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("");
+  const swapped = caseSwapped(token);
   return [
     { what: "a forged token (a real one's last 4 characters changed)", token: `${token.slice(0, -4)}${tail}` },
     { what: "a real token with characters added (a prefix match takes it)", token: `${token}${tail}` },
@@ -520,11 +532,24 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       title: `A client secret with its letters in another case is a wrong secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a secret is compared exactly, not by a case-insensitive collation).`,
       scenario: "requests a token with --client-secret, the case of each of its letters swapped",
       async run(ctx) {
-        const swapped = [...ctx.options.clientSecret].map((c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("");
+        const swapped = caseSwapped(ctx.options.clientSecret);
         if (swapped === ctx.options.clientSecret) throw new CheckSkipped("--client-secret has no letter whose case could be swapped");
         // One more of the suite's own client's failed authentications (D30: it spends four a run).
         const response = await ctx.requestToken(form(ctx, { client_secret: swapped }));
         expectOAuthError(ctx, op, response, "invalid_client", "the client secret in another letter case");
+      },
+    }),
+    defineCheck<ApiContext>({
+      id: "token-rejects-client-id-in-other-case",
+      section: `${op.section}, D11, D30`,
+      title: `A client id with its letters in another case is an unknown client, even with that client's secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a client id is compared exactly: looked up without regard to case, each spelling would get its own budget of D30's throttle).`,
+      scenario: "requests a token with --client-id, the case of each of its letters swapped, and --client-secret",
+      async run(ctx) {
+        const swapped = caseSwapped(ctx.options.clientId);
+        if (swapped === ctx.options.clientId) throw new CheckSkipped("--client-id has no letter whose case could be swapped");
+        // A failed authentication of a client id nobody has (D30): not the suite's own client's budget.
+        const response = await ctx.requestToken(form(ctx, { client_id: swapped }));
+        expectOAuthError(ctx, op, response, "invalid_client", "the client id in another letter case, with the client's secret");
       },
     }),
     refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "requests a token with --client-secret plus a suffix", "a wrong client secret", "invalid_client", (ctx) =>
@@ -1208,11 +1233,13 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
   const SUCCESSES_FIRST = 10;
   /** Of the certifying client, well within its own budget (the run spends a few more in the token checks). */
   const REAL_CLIENT_FAILURES = 2;
+  /** Sent for the first client id once its budget is spent: its throttle's 429s count for no budget (D30). */
+  const THROTTLED_REQUESTS = 10;
   return defineCheck<ApiContext>({
     id: "token-throttles-failed-authentication-per-address",
     section: `${op.section}, D30`,
     title: `After ${budget.perAddress} failed authentications from one address within ${budget.windowSeconds} s, of client ids each within its own budget, the address's next token request gets a ${limited} problem with Retry-After, the right secret of a real client too.`,
-    scenario: `from a loopback address of its own, requests a token with --client-id and its secret ${SUCCESSES_FIRST} times (successes count for no budget), then with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids (the last ${REAL_CLIENT_FAILURES} of them --client-id's, a client that exists), then once for another, then with --client-id and its secret`,
+    scenario: `from a loopback address of its own, requests a token with --client-id and its secret ${SUCCESSES_FIRST} times (successes count for no budget), then with a wrong secret ${budget.perClientId} times for each of ${clientIds} made-up client ids (the last ${REAL_CLIENT_FAILURES} of them --client-id's, a client that exists; after the first one's ${budget.perClientId}, ${THROTTLED_REQUESTS} more for it while it is throttled), then once for another, each of these failures with ${FORWARDED_HEADERS} naming another address, then with --client-id and its secret`,
     async run(ctx) {
       if (!onLoopbackV4(ctx)) {
         const host = tokenHost(ctx);
@@ -1227,16 +1254,18 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
         try {
           const prefix = `certify-address-${randomBytes(4).toString("hex")}`;
           // In the form and with HTTP Basic in turn: the address's budget counts every failed client authentication (D30, D31).
-          const attempt = (clientId: string, basic: boolean) => credentialsRequest(ctx, clientId, "wrong", { basic, dispatcher });
+          // Each names another address of its own as the client's: only the deployment's proxies may (D30).
+          const attempt = (clientId: string, basic: boolean, k: number) => credentialsRequest(ctx, clientId, "wrong", { basic, dispatcher, headers: forwardedFor(k) });
           const early: { failure: number; answer: ReturnType<typeof seen>; retryAfter: number | undefined; underWay: number }[] = [];
           let failures = 0;
+          let throttledSent = 0;
           const started = performance.now();
           // Failure k is client id k / perClientId's: each id stays within its own budget. The last few are the
           // certifying client's wrong secrets: a client that exists counts for the address as an unknown one
           // does (D30: unknown client or wrong secret), or guesses spread over real client ids go unthrottled.
           const fail = async (k: number, underWay: number) => {
             const clientId = k >= budget.perAddress - REAL_CLIENT_FAILURES ? ctx.options.clientId : `${prefix}-${Math.floor(k / budget.perClientId)}`;
-            const response = await attempt(clientId, k % 2 === 1);
+            const response = await attempt(clientId, k % 2 === 1, k);
             failures++;
             if (response.status !== refused) early.push({ failure: failures, answer: seen(response), retryAfter: retryAfterSeconds(response.headers["retry-after"]), underWay });
           };
@@ -1247,8 +1276,20 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
             // The certifying client's right secret first, a few times from that address: successes count for
             // neither budget (D30), so the throttle still comes after exactly the budget's failures.
             for (let k = 0; k < SUCCESSES_FIRST; k++) await suiteToken(ctx, dispatcher);
+            // The first client id's budget, then requests for it while it is throttled: answered 429, they
+            // count for neither budget (D30). One answered otherwise (its window ended, or no throttle per
+            // client id) is a failure like the others, and stands for one of them.
+            for (let k = 0; k < budget.perClientId; k++) await fail(k, 0);
+            let standIns = 0;
+            for (let i = 0; i < THROTTLED_REQUESTS; i++) {
+              const response = await attempt(`${prefix}-0`, i % 2 === 1, budget.perAddress + 1 + i);
+              if (response.status === limited) throttledSent++;
+              else if (response.status === refused) standIns++;
+              else early.push({ failure: failures + 1, answer: seen(response), retryAfter: undefined, underWay: 0 });
+            }
+            failures += standIns;
             const together = budget.perAddress - WIDTH;
-            await inParallel(WIDTH, together, (k) => fail(k, WIDTH - 1));
+            await inParallel(WIDTH, together - budget.perClientId - standIns, (i) => fail(budget.perClientId + standIns + i, WIDTH - 1));
             for (let k = together; k < budget.perAddress; k++) await fail(k, 0);
           } catch (error) {
             if (failures === 0) throw new CheckSkipped(`cannot send from ${from}, another loopback address (${(error as Error).message}): this machine has only 127.0.0.1`);
@@ -1281,12 +1322,12 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
               );
             }
             throw new CheckFailed(
-              `failed authentications from ${from} were throttled after about ${after - 1}, before D30's budget of ${budget.perAddress} per address (successful requests from another address were not; the ${SUCCESSES_FIRST} successful token requests sent from ${from} first count for neither budget)`,
+              `failed authentications from ${from} were throttled after about ${after - 1}, before D30's budget of ${budget.perAddress} per address (successful requests from another address were not; the ${SUCCESSES_FIRST} successful token requests sent from ${from} first count for neither budget, nor do the ${throttledSent} sent for a client id already throttled and answered ${limited})`,
               `${refused} for ${budget.perAddress} failed authentications`,
               tooEarly.slice(0, 3),
             );
           }
-          const response = await attempt(`${prefix}-last`, false);
+          const response = await attempt(`${prefix}-last`, false, budget.perAddress);
           if (response.status === limited || early.length > 0) {
             const throttledAt = performance.now();
             expectAnswer(ctx, op, response, [limited], `failed authentication ${budget.perAddress + 1} from ${from}`);
@@ -1309,7 +1350,7 @@ function addressThrottleCheck(contract: Contract, budget: NonNullable<Contract["
         }
       }
       throw new CheckFailed(
-        `after ${budget.perAddress} failed authentications from one address, the last ${REAL_CLIENT_FAILURES} of them --client-id's wrong secrets, its next token request was not throttled (tried twice, each from a new address): is the budget per address larger than ${budget.perAddress}, kept per connection (by address and port), or are a real client's wrong secrets left out of it (D30 counts them for the address as an unknown client's)?`,
+        `after ${budget.perAddress} failed authentications from one address, the last ${REAL_CLIENT_FAILURES} of them --client-id's wrong secrets, its next token request was not throttled (tried twice, each from a new address): is the budget per address larger than ${budget.perAddress}, kept per connection (by address and port), or are a real client's wrong secrets left out of it (D30 counts them for the address as an unknown client's)? Or is the address read from headers the client wrote: each failure named another (${FORWARDED_HEADERS}), which counts only from the deployment's proxies (D30; the suite's own address must not be among them)?`,
         limited,
         seenTries,
       );
