@@ -857,8 +857,12 @@ async function presentedFor(ctx: ServerContext, webhook: RegisteredWebhook, busi
   const delivered = () => new Set(ctx.receiver.at(webhook.endpoint).slice(since).filter((d) => d.presented === "own" && isSuccess(d)).map((d) => envelopeOf(d).id));
   // Their retries, or later ones where a retry came before the own certificate was back (a scaled clock's
   // short waits: the third retry, 2 h after, may be the first to meet it, and it may be late by D25's allowance).
-  await ctx.quietFor(webhook.endpoint, Math.ceil(ctx.rules.retryWaitsSeconds.slice(0, 3).reduce((a, b) => a + b, 0) * 1.2));
-  await ctx.retriesCame(() => delivered().size >= events, "a retry once the receiver's own certificate was back");
+  const retriesWithin = Math.ceil(ctx.rules.retryWaitsSeconds.slice(0, 3).reduce((a, b) => a + b, 0) * 1.2);
+  const cameBack = () => delivered().size >= events;
+  if (ctx.options.clock.kind === "virtual") await ctx.quietFor(webhook.endpoint, retriesWithin);
+  // Real time: polled, not waited out (the retries usually come with the first of them).
+  else await ctx.receiver.waitFor(cameBack, ctx.clock.realMs(retriesWithin) + scaledTolerance(ctx.clock.realMs(retriesWithin)).lateMs, "a retry once the receiver's own certificate was back").catch(() => undefined);
+  await ctx.retriesCame(cameBack, "a retry once the receiver's own certificate was back");
   // The first deliveries of a run: one that refuses the receiver's own certificate too stops here with what to change.
   if (ctx.receiver.refusals.some((r) => r.presented === "own")) await ctx.arrivals(webhook.endpoint, since, 1, "a retry once the receiver's own certificate was back");
   return { accepted, refusals, events, delivered: delivered().size };
