@@ -539,8 +539,8 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
   const dispatcherFor = (req: IncomingMessage) => {
     if (id === "behind-one-address" || id === "appends-x-forwarded-for") return undefined;
     let address = req.socket.remoteAddress ?? "127.0.0.1";
-    const named = String(req.headers["x-forwarded-for"] ?? "").split(",")[0]!.trim();
-    if (id === "trusts-any-x-forwarded-for" && named) {
+    const named = id === "trusts-any-x-forwarded-for" ? String(req.headers["x-forwarded-for"] ?? "").split(",")[0]!.trim() : "";
+    if (named) {
       if (!namedAddresses.has(named)) namedAddresses.set(named, `127.251.${Math.floor(namedAddresses.size / 250)}.${1 + (namedAddresses.size % 250)}`);
       address = namedAddresses.get(named)!;
     }

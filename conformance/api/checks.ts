@@ -357,6 +357,13 @@ const credentialsRequest = (ctx: ApiContext, clientId: string, secret: string, h
 /** `text` with the case of each of its letters swapped. */
 const caseSwapped = (text: string) => [...text].map((c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("");
 
+/** `value` of an option with the case of each of its letters swapped; the check is skipped where that changes nothing. */
+function caseSwappedOrSkip(value: string, option: string): string {
+  const swapped = caseSwapped(value);
+  if (swapped === value) throw new CheckSkipped(`${option} has no letter whose case could be swapped`);
+  return swapped;
+}
+
 /** The real token with its end changed, and with its letters in the other case: well-formed, never issued (tokens are compared exactly). */
 function forge(token: string): { what: string; token: string }[] {
   const tail = token.slice(-4) === "AAAA" ? "BBBB" : "AAAA";
@@ -526,32 +533,25 @@ function tokenChecks(contract: Contract): ApiCheck[] {
         }
       },
     }),
-    defineCheck<ApiContext>({
-      id: "token-rejects-secret-in-other-case",
-      section: `${op.section}, D11`,
-      title: `A client secret with its letters in another case is a wrong secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a secret is compared exactly, not by a case-insensitive collation).`,
-      scenario: "requests a token with --client-secret, the case of each of its letters swapped",
-      async run(ctx) {
-        const swapped = caseSwapped(ctx.options.clientSecret);
-        if (swapped === ctx.options.clientSecret) throw new CheckSkipped("--client-secret has no letter whose case could be swapped");
-        // One more of the suite's own client's failed authentications (D30: it spends four a run).
-        const response = await ctx.requestToken(form(ctx, { client_secret: swapped }));
-        expectOAuthError(ctx, op, response, "invalid_client", "the client secret in another letter case");
-      },
-    }),
-    defineCheck<ApiContext>({
-      id: "token-rejects-client-id-in-other-case",
-      section: `${op.section}, D11, D30`,
-      title: `A client id with its letters in another case is an unknown client, even with that client's secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a client id is compared exactly: looked up without regard to case, each spelling would get its own budget of D30's throttle).`,
-      scenario: "requests a token with --client-id, the case of each of its letters swapped, and --client-secret",
-      async run(ctx) {
-        const swapped = caseSwapped(ctx.options.clientId);
-        if (swapped === ctx.options.clientId) throw new CheckSkipped("--client-id has no letter whose case could be swapped");
-        // A failed authentication of a client id nobody has (D30): not the suite's own client's budget.
-        const response = await ctx.requestToken(form(ctx, { client_id: swapped }));
-        expectOAuthError(ctx, op, response, "invalid_client", "the client id in another letter case, with the client's secret");
-      },
-    }),
+    // One more of the suite's own client's failed authentications (D30: it spends four a run).
+    refusal(
+      "token-rejects-secret-in-other-case",
+      `A client secret with its letters in another case is a wrong secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a secret is compared exactly, not by a case-insensitive collation).`,
+      "requests a token with --client-secret, the case of each of its letters swapped",
+      "the client secret in another letter case",
+      "invalid_client",
+      (ctx) => form(ctx, { client_secret: caseSwappedOrSkip(ctx.options.clientSecret, "--client-secret") }),
+    ),
+    // A failed authentication of a client id nobody has (D30): not the suite's own client's budget.
+    refusal(
+      "token-rejects-client-id-in-other-case",
+      `A client id with its letters in another case is an unknown client, even with that client's secret: ${contract.oauthErrorStatus("invalid_client")} invalid_client (a client id is compared exactly: looked up without regard to case, each spelling would get its own budget of D30's throttle).`,
+      "requests a token with --client-id, the case of each of its letters swapped, and --client-secret",
+      "the client id in another letter case, with the client's secret",
+      "invalid_client",
+      (ctx) => form(ctx, { client_id: caseSwappedOrSkip(ctx.options.clientId, "--client-id") }),
+      { decision: "D11, D30" },
+    ),
     refusal("token-rejects-wrong-secret", `A wrong client secret gets ${contract.oauthErrorStatus("invalid_client")} invalid_client.`, "requests a token with --client-secret plus a suffix", "a wrong client secret", "invalid_client", (ctx) =>
       form(ctx, { client_secret: `${ctx.options.clientSecret}-wrong` }),
     ),

@@ -861,7 +861,10 @@ async function presentedFor(ctx: ServerContext, webhook: RegisteredWebhook, busi
   const cameBack = () => delivered().size >= events;
   if (ctx.options.clock.kind === "virtual") await ctx.quietFor(webhook.endpoint, retriesWithin);
   // Real time: polled, not waited out (the retries usually come with the first of them).
-  else await ctx.receiver.waitFor(cameBack, ctx.clock.realMs(retriesWithin) + scaledTolerance(ctx.clock.realMs(retriesWithin)).lateMs, "a retry once the receiver's own certificate was back").catch(() => undefined);
+  else {
+    const realMs = ctx.clock.realMs(retriesWithin);
+    await ctx.receiver.waitFor(cameBack, realMs + scaledTolerance(realMs).lateMs, "a retry once the receiver's own certificate was back").catch(() => undefined);
+  }
   await ctx.retriesCame(cameBack, "a retry once the receiver's own certificate was back");
   // The first deliveries of a run: one that refuses the receiver's own certificate too stops here with what to change.
   if (ctx.receiver.refusals.some((r) => r.presented === "own")) await ctx.arrivals(webhook.endpoint, since, 1, "a retry once the receiver's own certificate was back");
