@@ -497,6 +497,26 @@ type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : n
  * `pg_terminate_backend`, an idle timeout): the pool drops it and opens another on the next query;
  * unheard, pg-pool's error event would end the process.
  */
+/**
+ * A flat array of strings, numbers, booleans and nulls as PostgreSQL's array literal, the text pg would
+ * send for it, made with less work: pg quotes every element and runs two replaces on each (the delivery
+ * engine's outcomes go as eight arrays of up to 128 a statement; on PostgreSQL, pg's conversion was about
+ * 5% of the event loop's time per delivery). Anything else is left to pg.
+ */
+export function arrayLiteral(value: unknown): unknown {
+  if (!Array.isArray(value)) return value;
+  let literal = "{";
+  for (let i = 0; i < value.length; i++) {
+    const v: unknown = value[i];
+    if (i > 0) literal += ",";
+    if (v === null || v === undefined) literal += "NULL";
+    else if (typeof v === "string") literal += `"${v.includes("\\") || v.includes('"') ? v.replace(/[\\"]/g, "\\$&") : v}"`;
+    else if (typeof v === "number" || typeof v === "bigint" || typeof v === "boolean") literal += String(v);
+    else return value;
+  }
+  return literal + "}";
+}
+
 export async function openPostgres(connectionString: string, onConnectionLost: (error: Error) => void = () => undefined): Promise<Db> {
   const pool = new pg.Pool({ connectionString, max: 10, keepAlive: true, connectionTimeoutMillis: 10_000, statement_timeout: STATEMENT_TIMEOUT_MS });
   pool.on("error", onConnectionLost);
@@ -535,7 +555,7 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
   /** Statements on the pool or on one of its connections, their errors marked as the store's. */
   const queryOn =
     (on: pg.Pool | pg.PoolClient) =>
-    async <R>(sql: string, params?: unknown[]) => ({ rows: (await on.query(sql, params).catch(rethrowFromStore)).rows as R[] });
+    async <R>(sql: string, params?: unknown[]) => ({ rows: (await on.query(sql, params?.map(arrayLiteral)).catch(rethrowFromStore)).rows as R[] });
   const query = queryOn(pool);
   return {
     query,

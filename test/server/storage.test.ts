@@ -44,6 +44,19 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     return db;
   }
 
+  it("passes array parameters element for element: quotes, backslashes, braces, commas, NULL as text, nulls, numbers, booleans", async () => {
+    const db = await freshDb();
+    const texts = ['say "hi"', "C:\\path\\", "{a,b}", "a, b", "NULL", "null", "", " padded ", "é ✓ 𝄞", '\\"', "line\nbreak", null];
+    const ids = ["1", "9007199254740993", null];
+    const flags = [true, false, null];
+    const numbers = [0, -5, 1_764_000_000_000, null];
+    const { rows } = await db.query<{ t: string[]; i: string[]; f: boolean[]; n: string[] }>(
+      "SELECT $1::text[] AS t, $2::bigint[]::text[] AS i, $3::boolean[] AS f, $4::bigint[]::text[] AS n",
+      [texts, ids, flags, numbers],
+    );
+    expect(rows[0]).toEqual({ t: texts, i: ids, f: flags, n: numbers.map((n) => (n === null ? null : String(n))) });
+  });
+
   it("migrates idempotently and keeps what was committed across a reopen", async () => {
     const store = await fresh();
     const db = await store.open();

@@ -179,7 +179,9 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   // -- Events ------------------------------------------------------------------------------------
 
   function newEvent(name: EventName, businessID: string, data: Record<string, unknown>, at = clock.now()): NewEvent {
-    return { ...parts.envelope(name, data, at), name, businessId: businessID, at };
+    // Fields named, not spread: on Node 20 each property written after a spread costs about a microsecond.
+    const { id, body } = parts.envelope(name, data, at);
+    return { id, body, name, businessId: businessID, at };
   }
 
   async function storeEvent(tx: Queryable, ...args: Parameters<Emit>) {
@@ -314,7 +316,12 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     return claimed.map((a) => {
       if (!parts.deliverable(a)) return undefined;
       // A signer that throws fails its attempt, as a rejection would.
-      const signed = (async () => parts.sign({ ...a, body: a.body!, secret: a.secret! }))();
+      let signed: Signed;
+      try {
+        signed = Promise.resolve(parts.sign(a as ClaimedAttempt & { body: string; secret: string }));
+      } catch (error) {
+        signed = Promise.reject(error as Error);
+      }
       // Awaited by the attempt; one that never starts (a stop) must not leave a failure unhandled.
       signed.catch(() => undefined);
       return signed;
@@ -322,9 +329,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   }
 
   async function attempt(a: ClaimedAttempt, signed: Signed | undefined): Promise<Outcome | undefined> {
-    const base = { attemptId: a.id, webhookId: a.webhookId };
     // Not signed: not deliverable (its webhook or event gone, or the webhook disabled).
-    if (!signed) return { ...base, ok: false, cancelled: true, endedAt: clock.now() };
+    if (!signed) return { attemptId: a.id, webhookId: a.webhookId, ok: false, cancelled: true, endedAt: clock.now() };
     // The attempt starts, and its timeout with it, once its webhook's share of the origin admits it,
     // which is only with a connection free for it (D40): a burst waits here, before its deadline.
     let slot = webhooks.get(a.webhookId);
@@ -332,7 +338,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     slot.claimed++;
     const own = slot;
     try {
-      return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, signed, base));
+      return await shares.run(originOf(a.url!), a.webhookId, () => attemptNow(a, signed));
     } finally {
       if (--own.claimed === 0) webhooks.delete(a.webhookId);
       // Left out of claims while it had enough claimed: claimed for again now.
@@ -340,9 +346,10 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     }
   }
 
-  async function attemptNow(a: ClaimedAttempt, signed: Signed, base: { attemptId: string; webhookId: string }): Promise<Outcome | undefined> {
+  async function attemptNow(a: ClaimedAttempt, signed: Signed): Promise<Outcome | undefined> {
     if (stopped) return undefined;
-    await parts.timing.beforeAttempt?.();
+    // Not awaited when there is none: a microtask's turn less per attempt.
+    if (parts.timing.beforeAttempt) await parts.timing.beforeAttempt();
     const startedAt = clock.now();
     const { body, signature } = await signed;
     if (stopped) return undefined;
@@ -352,7 +359,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       const ok = result.error === undefined && result.status !== undefined && result.status >= 200 && result.status < 300;
       const endedAt = endOf(clock, rules, startedAt, result.timedOut);
       const retryAt = ok ? undefined : parts.retryAt({ attempt: a.attempt, startedAt, endedAt, timedOut: result.timedOut });
-      return { ...base, ok, cancelled: false, status: result.status, error: result.error, endedAt, retryAt };
+      return { attemptId: a.id, webhookId: a.webhookId, ok, cancelled: false, status: result.status, error: result.error, endedAt, retryAt };
     } catch (error) {
       // Stopping: left claimed, handed back to the queue by stop(), made again after the restart.
       if (signal.aborted && !signal.timedOut) return undefined;

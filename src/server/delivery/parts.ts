@@ -183,16 +183,18 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
   });
 
   /**
-   * POSTs `body` and resolves with the answer's status once its body has ended (sender.ts's `answerOf`).
+   * An attempt's POST resolves with the answer's status once its body has ended (sender.ts's `answerOf`).
    * The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
    * inside the attempt's deadline (the signal, deadlines.ts) there is connecting, the answer and its
    * body (D6), never a queue for a connection. undici's own timeouts, coarser, are a backstop.
+   * Its fields are named, not spread from the target: on Node 20 each property written after a spread
+   * cost about a microsecond (a spread and four more were 3.6 µs a request, named 50 ns; Node 22 and 24
+   * take 50 ns either way).
    */
-  async function post(target: { origin: string; path: string }, body: Buffer, headers: Record<string, string>, signal: AttemptSignal): Promise<number> {
-    const { status, error } = await answerOf(ctx.dispatcher, { ...target, method: rules.method, body, headers, timeoutMs: ctx.attemptTimeoutRealMs }, signal);
-    if (error) throw error;
-    return status;
-  }
+  const request = (url: string, body: Buffer, signature: string) => {
+    const { origin, path } = targetOf(url);
+    return { origin, path, method: rules.method, body, headers: { "content-type": rules.contentType, [signatureHeader]: signature }, timeoutMs: ctx.attemptTimeoutRealMs };
+  };
   return {
     envelope(name, data, at) {
       const id = newEventId(at);
@@ -265,15 +267,13 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       // Names are re-checked by the connection's own look-up (the dispatcher's); addresses here.
       const refused = refusalOf(url);
       if (refused) return { error: refused, timedOut: false };
-      try {
-        const status = await post(targetOf(url), body, { "content-type": rules.contentType, [signatureHeader]: signature }, signal);
-        return { status, timedOut: false };
-      } catch (e) {
-        if (signal.aborted && !signal.timedOut) throw e;
-        const timedOut = signal.timedOut || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || (e as Error).name === "TimeoutError";
-        const error = timedOut ? "no complete answer within the attempt timeout" : explainedAnswerError((e as { cause?: Error }).cause?.message ?? (e as Error).message);
-        return { error, timedOut };
-      }
+      // answerOf never rejects: an answer, or the error that ended it (a status with it is not kept).
+      const { status, error: e } = await answerOf(ctx.dispatcher, request(url, body, signature), signal);
+      if (!e) return { status, timedOut: false };
+      if (signal.aborted && !signal.timedOut) throw e;
+      const timedOut = signal.timedOut || TIMEOUT_CODES.has((e as { code?: string }).code ?? "") || e.name === "TimeoutError";
+      const error = timedOut ? "no complete answer within the attempt timeout" : explainedAnswerError((e as { cause?: Error }).cause?.message ?? e.message);
+      return { error, timedOut };
     },
 
     retryAt(failure) {
