@@ -493,17 +493,12 @@ export const STATEMENT_TIMEOUT_MS = 30_000;
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 
 /**
- * `onConnectionLost` hears of a pooled connection that ended while idle (a restart, a failover,
- * `pg_terminate_backend`, an idle timeout): the pool drops it and opens another on the next query;
- * unheard, pg-pool's error event would end the process.
- */
-/**
  * A flat array of strings, numbers, booleans and nulls as PostgreSQL's array literal, the text pg would
  * send for it, made with less work: pg quotes every element and runs two replaces on each (the delivery
- * engine's outcomes go as eight arrays of up to 128 a statement; on PostgreSQL, pg's conversion was about
- * 5% of the event loop's time per delivery). Anything else is left to pg.
+ * engine's outcomes go as eight arrays of up to 128 a statement: in a profile of sustained delivery, pg's
+ * conversion was 3.6% of the event loop's busy time, this 1.4%). Anything else is left to pg.
  */
-export function arrayLiteral(value: unknown): unknown {
+function arrayLiteral(value: unknown): unknown {
   if (!Array.isArray(value)) return value;
   let literal = "{";
   for (let i = 0; i < value.length; i++) {
@@ -517,6 +512,11 @@ export function arrayLiteral(value: unknown): unknown {
   return literal + "}";
 }
 
+/**
+ * `onConnectionLost` hears of a pooled connection that ended while idle (a restart, a failover,
+ * `pg_terminate_backend`, an idle timeout): the pool drops it and opens another on the next query;
+ * unheard, pg-pool's error event would end the process.
+ */
 export async function openPostgres(connectionString: string, onConnectionLost: (error: Error) => void = () => undefined): Promise<Db> {
   const pool = new pg.Pool({ connectionString, max: 10, keepAlive: true, connectionTimeoutMillis: 10_000, statement_timeout: STATEMENT_TIMEOUT_MS });
   pool.on("error", onConnectionLost);

@@ -183,7 +183,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
   });
 
   /**
-   * An attempt's POST resolves with the answer's status once its body has ended (sender.ts's `answerOf`).
+   * An attempt's POST, as sender.ts's `answerOf` sends it: its answer counts once its body has ended.
    * The engine makes an attempt only with a connection of its origin free for it (D40, share.ts):
    * inside the attempt's deadline (the signal, deadlines.ts) there is connecting, the answer and its
    * body (D6), never a queue for a connection. undici's own timeouts, coarser, are a backstop.
