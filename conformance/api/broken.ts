@@ -4,7 +4,7 @@
 // at the HTTP surface, so the reference server's code carries no API faults.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { isUtf8 } from "node:buffer";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { basicCredentials, seed } from "../../src/server/app.js";
@@ -141,6 +141,7 @@ export const brokenApis = [
   { id: "masks-the-secret-but-2-at-each-end", description: "A registered webhook is answered with a secretMask member: the secret's first 2 and last 2 characters, * for each of the others (D16: never returned, nor a part)." },
   { id: "hints-the-secret-in-4-bytes", description: "A registered webhook is answered with a secretHint member: the first and last 4 bytes of its secret's UTF-8, as Go slices a string, a character cut in two written as U+FFFD (D16: never returned, nor a part)." },
   { id: "hints-the-secret-in-3-characters", description: "A registered webhook is answered with a secretHint member: \"…\" and the last 3 characters of its secret (D16: never returned, nor a part)." },
+  { id: "returns-a-digest-of-the-secret", description: "A registered webhook is answered with a secretFingerprint member: sha256: and the SHA-256 of its secret in hex, which for a secret longer than 64 bytes is the HMAC key itself (D16: never returned, nor a digest)." },
   { id: "returns-a-secret-hint", description: "A registered webhook is answered with a secretHint member: the first 8 characters of its secret (D16: never returned)." },
   { id: "unescaped-pointers", description: "Writes errors[].pointer by joining member names with / as they are: a member named secret~/v2 is /secret~/v2, not /secret~0~1v2 (RFC 6901 §3)." },
   { id: "quotes-the-secret-in-problems", description: "A refused registration's problem quotes the secret that was sent in its detail (D16: never returned)." },
@@ -157,6 +158,11 @@ export const brokenApis = [
       "A join that yields a row per service-area match: the search lists each business twice, and a service request makes two leads for each business (D17: the businesses that serve the category at the zip code; one lead per matched business).",
   },
   { id: "tokens-say-60-seconds", description: "Token responses say expires_in 60, where tokens live 3600 seconds (D11)." },
+  {
+    id: "grants-scopes-the-client-may-not-have",
+    description:
+      "Checks the scopes a token request asks for against the API's, not the client's: a client asking for a scope it may not have gets a token that lists it (the front asks for the client's own scopes and answers with those asked for) (D11, D12: invalid_scope).",
+  },
   { id: "grants-scopes-not-asked", description: "Token responses list every scope of the API in scope, whatever was asked for and granted (D11)." },
   { id: "insufficient-scope-as-business-forbidden", description: "A token without the operation's scope gets a 403 whose problem type is business-forbidden, not insufficient-scope (D13)." },
   { id: "scope-challenge-not-bearer", description: "A token without the operation's scope gets a 403 whose WWW-Authenticate is a Basic challenge naming the scope, not RFC 6750's Bearer error=\"insufficient_scope\"." },
@@ -805,6 +811,16 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
       const issued = token.status === 200 ? (JSON.parse(token.body.toString("utf8")) as { access_token: string }).access_token : undefined;
       if (issued) return reply(res, await forward(req, body, { authorization: `Bearer ${issued}` }));
     }
+    if (id === "grants-scopes-the-client-may-not-have" && isToken) {
+      const client = clients.find((c) => c.clientId === clientIdOf(req, body));
+      const asked = new URLSearchParams(body.toString("utf8")).get("scope")?.split(" ").filter(Boolean) ?? [];
+      const own = asked.filter((s) => client?.scopes.includes(s));
+      if (client && own.length < asked.length && asked.every((s) => contract.scopes.includes(s))) {
+        const answer = (await withFormParam(req, body, "scope", () => own.join(" ")))!;
+        if (answer.status === 200) answer.body = Buffer.from(JSON.stringify({ ...(JSON.parse(answer.body.toString("utf8")) as object), scope: asked.join(" ") }));
+        return reply(res, answer);
+      }
+    }
     if (id === "scopes-ignore-case" && isToken) {
       const answer = await withFormParam(req, body, "scope", changedBy((scope) => scope.toLowerCase()));
       if (answer) return reply(res, answer);
@@ -1345,6 +1361,9 @@ export async function startBrokenApi(upstream: string, id: BrokenApiId): Promise
     // Where its first 6 characters can be a header's (printable ASCII).
     if (id === "hints-the-secret-in-upper-case" && registering && answer.status === 201 && typeof sent.secret === "string" && /^[\x20-\x7e]{6}$/.test(sent.secret.slice(0, 6))) {
       answer.headers["x-secret-hint"] = sent.secret.slice(0, 6).toUpperCase();
+    }
+    if (id === "returns-a-digest-of-the-secret" && registering && answer.status === 201 && typeof sent.secret === "string") {
+      rewrite((w) => (w.secretFingerprint = `sha256:${createHash("sha256").update(sent.secret as string, "utf8").digest("hex")}`));
     }
     if (id === "returns-the-secret-in-base64" && registering && answer.status === 201 && typeof sent.secret === "string") {
       rewrite((w) => (w.secretRef = Buffer.from(sent.secret as string, "utf8").toString("base64")));

@@ -1,7 +1,7 @@
 // The API checks, built from the contract: four for the token endpoint, and for each API operation
 // its success example, authentication, scope, bad bodies or queries, and generated inputs. Every
 // answer is validated against the OpenAPI document (status declared, headers, content type, body).
-import { randomBytes, randomInt } from "node:crypto";
+import { createHash, randomBytes, randomInt } from "node:crypto";
 import { isIPv4 } from "node:net";
 import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
@@ -108,8 +108,8 @@ const sendExample = (ctx: ApiContext, op: Operation, token: string) => {
   return send(ctx, op, { query: example.query, body: example.body }, token);
 };
 
-/** A token request of --second-client-id, for `scope` if given (every scope it may have if not), sent as `how` says. */
-const secondClientTokenRequest = (ctx: ApiContext, id: string, secret: string, { scope, how }: { scope?: string; how?: Parameters<ApiContext["requestToken"]>[2] } = {}) =>
+/** A token request of another client (--second-client-id, --limited-client-id), for `scope` if given (every scope it may have if not), sent as `how` says. */
+const clientTokenRequest = (ctx: ApiContext, id: string, secret: string, { scope, how }: { scope?: string; how?: Parameters<ApiContext["requestToken"]>[2] } = {}) =>
   ctx.requestToken({ grant_type: "client_credentials", client_id: id, client_secret: secret, ...(scope ? { scope } : {}) }, {}, how);
 
 const bodyText = (op: Operation, body: unknown) => (op.body && body !== undefined ? JSON.stringify(body) : undefined);
@@ -132,7 +132,7 @@ async function send(ctx: ApiContext, op: Operation, input: Input & { raw?: Buffe
     }
     expectThat(
       quoted.length === 0,
-      `the ${response.status} answer holds the ${name} that was sent, or part of it: it is never returned (D16), not in a created resource, not in a problem`,
+      `the ${response.status} answer holds the ${name} that was sent, part of it or a digest of it: it is never returned (D16), not in a created resource, not in a problem`,
       `no ${name} in the answer`,
       { ...seen(response), quoted: quoted[0] },
     );
@@ -161,10 +161,13 @@ function otherOfSameShape(value: string): string {
     .join("");
 }
 
+/** The digests of a secret no answer holds either (D16), in hex or base64 like the secret's bytes. */
+const SECRET_DIGESTS = ["md5", "sha1", "sha256", "sha512"];
+
 /**
  * The parts of member `name`'s value an answer, a created resource or a problem, holds (one that another
  * member also sent aside): as sent, reversed, as JSON writes it, and in the encodings that carry bytes in
- * text (base64, hex); a part of any as well (a "hint" of its first characters is the secret's start), in any
+ * text (base64, hex), and its digests in those encodings; a part of any as well (a "hint" of its first characters is the secret's start), in any
  * letter case, in the body (its JSON strings decoded too: "\u0077hsec" is "whsec") or a header. Base64 is
  * compared as it is.
  */
@@ -184,8 +187,11 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
   const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), ...cuts].flatMap((t) => telltales(t));
   // Encoded, 6 characters are 3 bytes or fewer, which a random id in an answer (a trace id in hex) holds
   // now and then: 6 bytes' worth.
-  const hex = telltales(bytes.toString("hex"), 12);
-  const encoded = [bytes.toString("base64"), bytes.toString("base64url")].flatMap((t) => telltales(t, 8));
+  // A digest of the secret too: for a secret longer than 64 bytes its SHA-256 is the HMAC key itself
+  // (RFC 2104 §2), and any digest lets guesses be tested offline (D16).
+  const digests = SECRET_DIGESTS.map((algorithm) => createHash(algorithm).update(bytes).digest());
+  const hex = [bytes, ...digests].flatMap((b) => telltales(b.toString("hex"), 12));
+  const encoded = [bytes, ...digests].flatMap((b) => [b.toString("base64"), b.toString("base64url")]).flatMap((t) => telltales(t, 8));
   const answer = [response.text, ...jsonStringsOf(response.text), ...Object.values(response.headers).flat()].join("\n");
   const folded = answer.toLowerCase();
   const heldAlone = (part: string, held: boolean) => held && !others.some((other) => other.includes(part.toLowerCase()));
@@ -745,6 +751,7 @@ function tokenChecks(contract: Contract): ApiCheck[] {
       },
     }),
     ownTokenCheck(contract, form),
+    limitedClientCheck(contract),
     ...(contract.failedAuthThrottle ? [throttleCheck(contract, contract.failedAuthThrottle), knownClientThrottleCheck(contract, contract.failedAuthThrottle)] : []),
     tokenLifetimeCheck(contract, contract.liveTokensPerClient ?? Number.POSITIVE_INFINITY, form),
     ...(contract.liveTokensPerClient ? [liveTokensCheck(contract, contract.liveTokensPerClient, form)] : []),
@@ -767,7 +774,7 @@ function ownTokenCheck(contract: Contract, form: (ctx: ApiContext, extra?: Recor
       if (id === undefined || secret === undefined) {
         throw new CheckSkipped("give --second-client-id and --second-client-secret to check that each client's tokens are its own (D23, D32)");
       }
-      const second = (scope?: string) => secondClientTokenRequest(ctx, id, secret, { scope });
+      const second = (scope?: string) => clientTokenRequest(ctx, id, secret, { scope });
       const first = await second();
       expectAnswer(ctx, op, first, [successExample(op).status], "a token request of --second-client-id (are its id and secret right?)");
       const scope = String(jsonOf(first).scope ?? "");
@@ -782,6 +789,55 @@ function ownTokenCheck(contract: Contract, form: (ctx: ApiContext, extra?: Recor
         "a token of --client-id unlike either of --second-client-id's",
         { "--second-client-id": a, "--client-id": b, "--second-client-id again": c },
       );
+    },
+  });
+}
+
+/**
+ * D11, D12: a client is granted the scopes it may have and no other. Asked for one it may not have, alone
+ * or among its own, the endpoint answers invalid_scope (RFC 6749 §5.2: "exceeds the scope granted"), never
+ * a token with fewer scopes than asked (D11: a token has exactly the scopes asked).
+ */
+function limitedClientCheck(contract: Contract): ApiCheck {
+  const op = contract.tokenOperation;
+  return defineCheck<ApiContext>({
+    id: "token-refuses-scopes-the-client-may-not-have",
+    section: `${op.section}, D11, D12`,
+    title: `A scope the client may not have gets ${contract.oauthErrorStatus("invalid_scope")} invalid_scope, alone or among scopes it may have, never a token; without a scope parameter the client gets its own scopes alone, and that token is refused by an operation of another scope.`,
+    scenario:
+      "with --limited-client-id: a token for it without a scope parameter; for each scope of the API that token lacks, a token for that scope alone, then for every scope of the API; then the first token sent to an operation of a scope it lacks",
+    async run(ctx) {
+      const { limitedClientId: id, limitedClientSecret: secret } = ctx.options;
+      if (id === undefined || secret === undefined) {
+        throw new CheckSkipped("give --limited-client-id and --limited-client-secret (a client not allowed every scope of the API) to check that a client is granted its own scopes alone (D11, D12)");
+      }
+      const ask = (scope?: string) => clientTokenRequest(ctx, id, secret, { scope });
+      const own = await ask();
+      expectAnswer(ctx, op, own, [successExample(op).status], "a token request of --limited-client-id without a scope parameter (are its id and secret right?)");
+      const granted = String(jsonOf(own).scope ?? "").split(" ").filter(Boolean);
+      const lacking = contract.scopes.filter((s) => !granted.includes(s));
+      expectThat(
+        lacking.length > 0,
+        "--limited-client-id was granted every scope of the API: a client's scopes are not enforced, or it may have them all (certify with a client that may not)",
+        `fewer scopes than ${contract.scopes.join(" ")}`,
+        granted.join(" "),
+      );
+      for (const scope of [...lacking, contract.scopes.join(" ")]) {
+        expectOAuthError(ctx, op, await ask(scope), "invalid_scope", `--limited-client-id asking for ${scope}`);
+      }
+      // Where it can, an operation whose example acts for no business: the example's business is not this
+      // client's, a second fault whose answer would do as well (D13: a request with several gets any one's).
+      const businessForbidden = contract.problem("business-forbidden");
+      const candidates = contract.apiOperations.filter((o) => o.successExamples.length > 0 && o.scopes.some((s) => lacking.includes(s)));
+      const target = candidates.find((o) => !o.problemTypes.includes(businessForbidden.type)) ?? candidates[0];
+      if (target) {
+        const forbidden = contract.problem("insufficient-scope");
+        const types = [forbidden.type, ...(target.problemTypes.includes(businessForbidden.type) ? [businessForbidden.type] : [])];
+        const response = await sendExample(ctx, target, String(jsonOf(own).access_token));
+        expectAnswer(ctx, target, response, [forbidden.status], `the token of --limited-client-id (${granted.join(" ")}) sent to ${target.operationId}`);
+        const type = jsonOf(response).type as unknown;
+        expectThat(types.includes(type as string), `the token of --limited-client-id sent to ${target.operationId}: the problem type is not insufficient-scope`, types.join(" or "), type);
+      }
     },
   });
 }
@@ -852,7 +908,7 @@ function liveTokensCheck(contract: Contract, max: number, form: (ctx: ApiContext
       const { secondClientId, secondClientSecret } = ctx.options;
       let other: { token: string; before: number } | undefined;
       if (secondClientId !== undefined && secondClientSecret !== undefined) {
-        const response = await secondClientTokenRequest(ctx, secondClientId, secondClientSecret);
+        const response = await clientTokenRequest(ctx, secondClientId, secondClientSecret);
         if (response.status === 200) {
           const token = String(jsonOf(response).access_token);
           other = { token, before: await statusWith(token) };
@@ -1057,7 +1113,7 @@ function knownClientThrottleCheck(contract: Contract, budget: NonNullable<Contra
       // during the first try begins in it): a 429 before the budget is spent that asks for less than its
       // rest is a limit of the deployment. The one that judges the throttle is taken whatever it asks for.
       let windowFrom: number | undefined;
-      const rightSecret = () => secondClientTokenRequest(ctx, id, secret, { how: { waitOnRateLimit: false } });
+      const rightSecret = () => clientTokenRequest(ctx, id, secret, { how: { waitOnRateLimit: false } });
       const tokenOf = (from?: number) => pastDeploymentLimits(ctx, rightSecret, budget.windowSeconds, waited, from);
       const right = () => tokenOf(windowFrom);
       const wrong = (n: number) => {

@@ -20,6 +20,12 @@ export function apiCommand(): Command {
           ),
         )
         .addOption(new Option("--second-client-secret <secret>", "its secret").env(secretEnv.secondClientSecret))
+        .addOption(
+          new Option("--limited-client-id <id>", "a client not allowed every scope of the API, to check that a client is granted its own scopes alone (D11, D12); without it that check is skipped").env(
+            secretEnv.limitedClientId,
+          ),
+        )
+        .addOption(new Option("--limited-client-secret <secret>", "its secret").env(secretEnv.limitedClientSecret))
         .option("--seed <n>", `seed of the generated inputs (default ${defaultSeed})`)
         .option("--runs <n>", `generated inputs per property check (default ${defaultRuns})`),
     // Built from the OpenAPI document: known offline.
@@ -36,6 +42,7 @@ export function apiCommand(): Command {
         clientId: flags.required("clientId"),
         clientSecret: flags.required("clientSecret"),
         ...(flags.optional("secondClientId") !== undefined ? { secondClientId: flags.optional("secondClientId"), secondClientSecret: flags.required("secondClientSecret") } : {}),
+        ...(flags.optional("limitedClientId") !== undefined ? { limitedClientId: flags.optional("limitedClientId"), limitedClientSecret: flags.required("limitedClientSecret") } : {}),
         ...(seed !== undefined ? { seed } : {}),
         ...(runs !== undefined ? { runs } : {}),
       };

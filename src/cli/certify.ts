@@ -36,6 +36,8 @@ export const secretEnv = {
   clientSecret: "PARTNER_PLATFORM_CLIENT_SECRET",
   secondClientId: "PARTNER_PLATFORM_SECOND_CLIENT_ID",
   secondClientSecret: "PARTNER_PLATFORM_SECOND_CLIENT_SECRET",
+  limitedClientId: "PARTNER_PLATFORM_LIMITED_CLIENT_ID",
+  limitedClientSecret: "PARTNER_PLATFORM_LIMITED_CLIENT_SECRET",
   webhookSecret: webhookSecretEnv,
 } as const;
 

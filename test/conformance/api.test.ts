@@ -18,7 +18,7 @@ import { loadConfig, startServer, type RunningServer } from "../../src/server/in
 import type { ClientConfig } from "../../src/server/config.js";
 
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/api/expected-failures.json"));
-const [client, secondClient] = loadConfig().clients as [ClientConfig, ClientConfig];
+const [client, secondClient, limitedClient] = loadConfig().clients as [ClientConfig, ClientConfig, ClientConfig];
 const cli = path.join(packageRoot, "src/cli/main.ts");
 
 /**
@@ -28,7 +28,15 @@ const cli = path.join(packageRoot, "src/cli/main.ts");
 const lifetimeCheck = "token-still-works-a-minute-later";
 const certify = (url: string, second = false, skip: readonly string[] = [lifetimeCheck]) =>
   certifyApi(
-    { baseUrl: url, authUrl: url, clientId: client.clientId, clientSecret: client.clientSecret, ...(second ? { secondClientId: secondClient.clientId, secondClientSecret: secondClient.clientSecret } : {}) },
+    {
+      baseUrl: url,
+      authUrl: url,
+      clientId: client.clientId,
+      clientSecret: client.clientSecret,
+      limitedClientId: limitedClient.clientId,
+      limitedClientSecret: limitedClient.clientSecret,
+      ...(second ? { secondClientId: secondClient.clientId, secondClientSecret: secondClient.clientSecret } : {}),
+    },
     { skip },
   );
 /** Broken fronts whose fault only the token lifetime check sees. */

@@ -29,6 +29,7 @@ import { loadConfig, startServer, type RunningServer } from "../../src/server/in
 
 const client = loadConfig().clients[0]!;
 const second = loadConfig().clients[1]!;
+const limitedClient = loadConfig().clients[2]!;
 const execFileAsync = promisify(execFile);
 
 /** `certify ...` in this process, its output captured through commander's output hooks. */
@@ -169,6 +170,7 @@ describe("certify --list", () => {
     expect(server.stdout).toContain("Exit status: 0 certified, 1 not certified, 2 usage error or the certification could not run.");
     expect((await certify(["receiver", "--help"])).stdout).toMatch(/--secret <secret> .*\(env:\s+PARTNER_PLATFORM_WEBHOOK_SECRET\)/s);
     expect((await certify(["api", "--help"])).stdout).toMatch(/--client-secret <secret> .*\(env:\s+PARTNER_PLATFORM_CLIENT_SECRET\)/s);
+    expect((await certify(["api", "--help"])).stdout).toMatch(/--limited-client-secret <secret> .*\(env:\s+PARTNER_PLATFORM_LIMITED_CLIENT_SECRET\)/s);
   });
 });
 
@@ -358,6 +360,18 @@ describe("secrets from the environment", () => {
     expect(flagWins.code).toBe(0);
     const emptyEnv = await partnerPlatform(args, { PARTNER_PLATFORM_CLIENT_ID: client.clientId, PARTNER_PLATFORM_CLIENT_SECRET: "" });
     expect(emptyEnv).toEqual({ code: 2, stdout: "", stderr: "partner-platform: --client-secret: must not be empty (PARTNER_PLATFORM_CLIENT_SECRET is set but empty)\n" });
+  });
+
+  it("certify api takes the limited client from PARTNER_PLATFORM_LIMITED_CLIENT_ID/_SECRET, and skips its check without one", async () => {
+    const args = ["certify", "api", "--base-url", server.url, "--auth-url", server.url, "--only", "token-refuses-scopes-the-client-may-not-have", "--client-id", client.clientId, "--client-secret", client.clientSecret];
+    const limited = await partnerPlatform(args, { PARTNER_PLATFORM_LIMITED_CLIENT_ID: limitedClient.clientId, PARTNER_PLATFORM_LIMITED_CLIENT_SECRET: limitedClient.clientSecret });
+    expect(limited.stdout).toMatch(/^CERTIFIED: api suite .*: 1 passed, 0 failed, \d+ skipped/m);
+    expect(limited.code).toBe(0);
+    const without = await partnerPlatform(args, {});
+    expect(without.stdout).toMatch(/SKIP\s+token-refuses-scopes-the-client-may-not-have[\s\S]*give --limited-client-id and --limited-client-secret/);
+    const noSecret = await partnerPlatform([...args, "--limited-client-id", limitedClient.clientId], {});
+    expect(noSecret).toMatchObject({ code: 2, stdout: "" });
+    expect(noSecret.stderr).toMatch(/^partner-platform: --limited-client-secret: required/);
   });
 });
 

@@ -15,7 +15,8 @@ import { loadConfig, startServer } from "../../src/server/index.js";
 import { describeOnEachNode, envWithNode, type NodeRuntime } from "../node-runtimes.js";
 import { expectFree } from "../ports.js";
 
-const [client, second] = loadConfig().clients as [ReturnType<typeof loadConfig>["clients"][number], ReturnType<typeof loadConfig>["clients"][number]];
+type Client = ReturnType<typeof loadConfig>["clients"][number];
+const [client, second, limited] = loadConfig().clients as [Client, Client, Client];
 const webhookSecret = "whsec-readme-recipe-0123456789";
 /** The value of each environment variable a recipe may name. */
 const secrets: Record<string, string> = {
@@ -23,6 +24,8 @@ const secrets: Record<string, string> = {
   PARTNER_PLATFORM_CLIENT_SECRET: client.clientSecret,
   PARTNER_PLATFORM_SECOND_CLIENT_ID: second.clientId,
   PARTNER_PLATFORM_SECOND_CLIENT_SECRET: second.clientSecret,
+  PARTNER_PLATFORM_LIMITED_CLIENT_ID: limited.clientId,
+  PARTNER_PLATFORM_LIMITED_CLIENT_SECRET: limited.clientSecret,
   PARTNER_PLATFORM_WEBHOOK_SECRET: webhookSecret,
 };
 // The package's own bin (which runs this checkout's sources): the recipes run in a folder of their own.
