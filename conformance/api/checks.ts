@@ -809,7 +809,7 @@ function limitedClientCheck(contract: Contract): ApiCheck {
     async run(ctx) {
       const { limitedClientId: id, limitedClientSecret: secret } = ctx.options;
       if (id === undefined || secret === undefined) {
-        throw new CheckSkipped("give --limited-client-id and --limited-client-secret (a client not allowed every scope of the API) to check that a client is granted its own scopes alone (D11, D12)");
+        throw new CheckSkipped("give --limited-client-id and --limited-client-secret (a client allowed some scopes of the API but not every one) to check that a client is granted its own scopes alone (D11, D12)");
       }
       const ask = (scope?: string) => clientTokenRequest(ctx, id, secret, { scope });
       const own = await ask();

@@ -16,7 +16,7 @@ export interface ApiSuiteOptions {
   /** Another client, which the run may lock out for up to a minute (D30: its wrong secrets throttled, the right one included). */
   secondClientId?: string;
   secondClientSecret?: string;
-  /** A client not allowed every scope of the API (D11, D12: it is granted its own scopes alone). */
+  /** A client allowed some scopes of the API but not every one (D11, D12: it is granted its own scopes alone). */
   limitedClientId?: string;
   limitedClientSecret?: string;
   /** Seed of the generated inputs (same seed, same inputs). */

@@ -21,7 +21,7 @@ export function apiCommand(): Command {
         )
         .addOption(new Option("--second-client-secret <secret>", "its secret").env(secretEnv.secondClientSecret))
         .addOption(
-          new Option("--limited-client-id <id>", "a client not allowed every scope of the API, to check that a client is granted its own scopes alone (D11, D12); without it that check is skipped").env(
+          new Option("--limited-client-id <id>", "a client allowed some scopes of the API but not every one, to check that a client is granted its own scopes alone (D11, D12); without it that check is skipped").env(
             secretEnv.limitedClientId,
           ),
         )
