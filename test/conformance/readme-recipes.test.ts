@@ -11,12 +11,12 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { packageRoot } from "../../src/paths.js";
+import type { ClientConfig } from "../../src/server/config.js";
 import { loadConfig, startServer } from "../../src/server/index.js";
 import { describeOnEachNode, envWithNode, type NodeRuntime } from "../node-runtimes.js";
 import { expectFree } from "../ports.js";
 
-type Client = ReturnType<typeof loadConfig>["clients"][number];
-const [client, second, limited] = loadConfig().clients as [Client, Client, Client];
+const [client, second, limited] = loadConfig().clients as [ClientConfig, ClientConfig, ClientConfig];
 const webhookSecret = "whsec-readme-recipe-0123456789";
 /** The value of each environment variable a recipe may name. */
 const secrets: Record<string, string> = {
