@@ -180,11 +180,9 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
     .filter(([member]) => !NEVER_RETURNED.includes(member))
     .map(([, v]) => JSON.stringify(v).toLowerCase());
   const bytes = Buffer.from(value, "utf8");
-  // Cut by bytes, as a hint sliced from the UTF-8 bytes is (Go's s[:4]): the character cut in two decodes as U+FFFD.
-  const cuts = Array.from({ length: Math.max(0, bytes.length - 1) }, (_, i) => [bytes.subarray(0, i + 1).toString("utf8"), bytes.subarray(i + 1).toString("utf8")])
-    .flat()
-    .filter((cut) => cut.includes("\ufffd"));
-  const text = [value, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), ...cuts].flatMap((t) => telltales(t));
+  // As its UTF-8 bytes decode too: a lone surrogate is stored and echoed as U+FFFD.
+  const decoded = bytes.toString("utf8");
+  const text = [value, decoded, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), ...acrossByteCuts(bytes, 6)].flatMap((t) => telltales(t));
   // Encoded, 6 characters are 3 bytes or fewer, which a random id in an answer (a trace id in hex) holds
   // now and then: 6 bytes' worth.
   // A digest of the secret too: for a secret longer than 64 bytes its SHA-256 is the HMAC key itself
@@ -202,6 +200,24 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
 }
 
 /**
+ * The value cut by bytes inside a character, as a hint sliced from the UTF-8 bytes is (Go's s[:4]): the
+ * character cut in two decodes as U+FFFD. Only the runs across a cut are new (the others are the value's
+ * own), so each half is kept to the `span` characters beside the cut: quadratic in a long secret otherwise.
+ */
+function acrossByteCuts(bytes: Buffer, span: number): string[] {
+  const starts: number[] = [];
+  for (let i = 0; i < bytes.length; i++) if ((bytes[i]! & 0xc0) !== 0x80) starts.push(i);
+  starts.push(bytes.length);
+  const halves: string[] = [];
+  for (let c = 0; c + 1 < starts.length; c++) {
+    const from = starts[Math.max(0, c - span)]!;
+    const to = starts[Math.min(starts.length - 1, c + 1 + span)]!;
+    for (let cut = starts[c]! + 1; cut < starts[c + 1]!; cut++) halves.push(bytes.subarray(from, cut).toString("utf8"), bytes.subarray(cut, to).toString("utf8"));
+  }
+  return halves;
+}
+
+/**
  * The parts of a value an answer holds only by quoting it: each run of `length` characters with at least 4
  * different ones, in any letter case (shorter or plainer runs, "000000", can occur anywhere by chance),
  * each run of 4 different ones with 2 outside ASCII, and of 3 or 2 different ones all outside it (which
@@ -211,18 +227,39 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
 function telltales(value: string, length = 6): string[] {
   const parts = new Set<string>();
   const chars = [...value];
-  const runs = (length: number, telling: (part: string[]) => boolean) => {
-    for (let i = 0; i + length <= chars.length; i++) {
-      const part = chars.slice(i, i + length);
-      if (telling(part)) parts.add(part.join(""));
+  const outside = chars.map((c) => (c > "\x7f" ? 1 : 0));
+  const lowered = chars.map((c) => [...c.toLowerCase()]);
+  // A capital sigma's lower case depends on what follows it (Final_Sigma): a value with one has each run lowered whole.
+  const sigma = value.includes("\u03a3");
+  // Each run of n characters slid along the value, its different characters in any letter case and those
+  // outside ASCII counted as it moves: this runs on every answer to a registration, over every encoding
+  // of the secret and of its digests.
+  const runs = (n: number, telling: (distinct: number, outsideAscii: number) => boolean) => {
+    const counts = new Map<string, number>();
+    let outsideAscii = 0;
+    const move = (k: number, by: 1 | -1) => {
+      for (const c of lowered[k]!) {
+        const left = (counts.get(c) ?? 0) + by;
+        if (left === 0) counts.delete(c);
+        else counts.set(c, left);
+      }
+      outsideAscii += by * outside[k]!;
+    };
+    for (let end = 0; end < chars.length; end++) {
+      move(end, 1);
+      if (end >= n) move(end - n, -1);
+      if (end + 1 < n) continue;
+      const start = end + 1 - n;
+      const distinct = sigma ? new Set(chars.slice(start, end + 1).join("").toLowerCase()).size : counts.size;
+      if (telling(distinct, outsideAscii)) parts.add(chars.slice(start, end + 1).join(""));
     }
   };
-  const distinct = (part: string[]) => new Set(part.join("").toLowerCase()).size;
-  runs(length, (part) => distinct(part) >= 4);
-  const outsideAscii = (part: string[]) => part.filter((c) => c > "\x7f").length;
-  runs(4, (part) => distinct(part) === 4 && outsideAscii(part) >= 2);
-  runs(3, (part) => distinct(part) === 3 && outsideAscii(part) === 3);
-  runs(2, (part) => distinct(part) === 2 && outsideAscii(part) === 2);
+  runs(length, (distinct) => distinct >= 4);
+  if (outside.includes(1)) {
+    runs(4, (distinct, outsideAscii) => distinct === 4 && outsideAscii >= 2);
+    runs(3, (distinct, outsideAscii) => distinct === 3 && outsideAscii === 3);
+    runs(2, (distinct, outsideAscii) => distinct === 2 && outsideAscii === 2);
+  }
   return [...parts];
 }
 

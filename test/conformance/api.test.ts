@@ -16,6 +16,7 @@ import { formatResult } from "../../conformance/framework/report.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 import type { ClientConfig } from "../../src/server/config.js";
+import { shareOf, takesTheRest } from "../share.js";
 
 const expected = loadExpectedFailures(path.join(packageRoot, "conformance/api/expected-failures.json"));
 const [client, secondClient, limitedClient] = loadConfig().clients as [ClientConfig, ClientConfig, ClientConfig];
@@ -90,7 +91,8 @@ beforeAll(async () => {
 afterAll(async () => server.close());
 
 describe("API certification", () => {
-  it("certifies the reference server; generated-input checks say how many inputs they tried", { timeout: 150_000 }, async () => {
+  // Run in shares side by side (vitest.config.ts): the variants split among them, the other tests in the first.
+  it.runIf(takesTheRest())("certifies the reference server; generated-input checks say how many inputs they tried", { timeout: 150_000 }, async () => {
     const report = await certify(server.url, true, []);
     expect(report.results.find((r) => r.id === "token-throttles-a-real-clients-wrong-secrets")?.note).toMatch(/^waited \d+ s in all for the second client's lock-outs to end$/);
     expect(report.results.filter((r) => r.status !== "passed").map(formatResult)).toEqual([]);
@@ -99,11 +101,11 @@ describe("API certification", () => {
     for (const r of generated) expect(r.note).toMatch(new RegExp(`^${defaultRuns} generated inputs, seed \\d+$`));
   });
 
-  it("lists the Prism mock and every broken variant in the expected-failures file, and nothing else", () => {
+  it.runIf(takesTheRest())("lists the Prism mock and every broken variant in the expected-failures file, and nothing else", () => {
     expect(Object.keys(expected.variants).sort()).toEqual(["prism-mock", ...brokenApis.map((b) => b.id)].sort());
   });
 
-  it.each(brokenApis.map((b) => [b.id] as const))("catches the broken variant %s with the checks that name its fault", { timeout: 150_000 }, async (id) => {
+  it.each(shareOf(brokenApis).map((b) => [b.id] as const))("catches the broken variant %s with the checks that name its fault", { timeout: 150_000 }, async (id) => {
     const own = await ownServer();
     const front = await startBrokenApi(own.url, id);
     try {
@@ -117,7 +119,7 @@ describe("API certification", () => {
 
   // What the contract leaves to an implementation: whose businesses are whose (D27) and rate limits (D18).
   // behind-one-address has a test of its own: it throttles the address every client of its server comes from.
-  it.each(legalApis.filter((b) => b.id !== "behind-one-address").map((b) => [b.id] as const))("certifies the legal variant %s", async (id) => {
+  it.each(shareOf(legalApis.filter((b) => b.id !== "behind-one-address")).map((b) => [b.id] as const))("certifies the legal variant %s", async (id) => {
     const own = await ownServer(trustsTheFront.has(id) ? ["127.0.0.1"] : undefined);
     const front = await startBrokenApi(own.url, id);
     try {
@@ -140,7 +142,7 @@ describe("API certification", () => {
   });
 
   // Each waits about a minute for the second client's lock-out to end, which ages the first token: together.
-  it.concurrent.each(shapingTokenAnswers.map((id) => [id] as const))("certifies a real client's throttle and a minute-old token behind the legal variant %s", { timeout: 150_000 }, async (id) => {
+  it.concurrent.each(shareOf(shapingTokenAnswers).map((id) => [id] as const))("certifies a real client's throttle and a minute-old token behind the legal variant %s", { timeout: 150_000 }, async (id) => {
     const own = await ownServer();
     const front = await startBrokenApi(own.url, id);
     try {
@@ -157,7 +159,7 @@ describe("API certification", () => {
     }
   });
 
-  it("certifies an implementation that sees one address for all (behind-one-address), and waits out the throttle of its own address", { timeout: 150_000 }, async () => {
+  it.runIf(takesTheRest())("certifies an implementation that sees one address for all (behind-one-address), and waits out the throttle of its own address", { timeout: 150_000 }, async () => {
     // A server of its own: for up to a minute after the check, it refuses every token request from 127.0.0.1.
     const own = await ownServer();
     const front = await startBrokenApi(own.url, "behind-one-address");
@@ -174,7 +176,7 @@ describe("API certification", () => {
     }
   });
 
-  describe("against the Prism mock (partner-platform mock)", () => {
+  describe.runIf(takesTheRest())("against the Prism mock (partner-platform mock)", () => {
     let mock: ChildProcessWithoutNullStreams;
     let origin: string;
 
@@ -197,7 +199,7 @@ describe("API certification", () => {
     });
   });
 
-  it("certify api prints a row per check, writes JSON and JUnit, and exits 1 on a failure", async () => {
+  it.runIf(takesTheRest())("certify api prints a row per check, writes JSON and JUnit, and exits 1 on a failure", async () => {
     const front = await startBrokenApi(server.url, "no-scope-check");
     const dir = await mkdtemp(path.join(tmpdir(), "certify-api-"));
     try {
