@@ -180,9 +180,10 @@ function secretPartsHeld(input: Input, name: string, response: ResponseSeen): st
     .filter(([member]) => !NEVER_RETURNED.includes(member))
     .map(([, v]) => JSON.stringify(v).toLowerCase());
   const bytes = Buffer.from(value, "utf8");
-  // As its UTF-8 bytes decode too: a lone surrogate is stored and echoed as U+FFFD.
-  const decoded = bytes.toString("utf8");
-  const text = [value, decoded, [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), ...acrossByteCuts(bytes, 6)].flatMap((t) => telltales(t));
+  // As its UTF-8 bytes decode too: a lone surrogate is stored and echoed as U+FFFD. Each form once: most
+  // secrets decode and JSON-escape to themselves.
+  const forms = new Set([value, bytes.toString("utf8"), [...value].reverse().join(""), JSON.stringify(value).slice(1, -1), ...acrossByteCuts(bytes, 6)]);
+  const text = [...forms].flatMap((t) => telltales(t));
   // Encoded, 6 characters are 3 bytes or fewer, which a random id in an answer (a trace id in hex) holds
   // now and then: 6 bytes' worth.
   // A digest of the secret too: for a secret longer than 64 bytes its SHA-256 is the HMAC key itself
