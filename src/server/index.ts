@@ -206,9 +206,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // A claim older than any attempt can last (DNS, connect, answer, body) belongs to a process that
   // died, and is taken over. Real time: it is about processes.
   const leaseMs = 3 * timeoutMs + 10_000;
+  const held = new Set<string>();
   const parts = buildParts(
     {
       db,
+      held,
       clock,
       rules,
       owner,
@@ -231,6 +233,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     parts,
     owner,
     leaseMs,
+    held,
     attemptTimeoutRealMs: timeoutMs,
     maxInFlight: options.maxInFlight,
     connectionsPerOrigin,

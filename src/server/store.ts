@@ -31,6 +31,12 @@ export interface Db extends Queryable {
    * on PostgreSQL, claims whose owner's session lock is no longer held (the process died or closed).
    */
   handBackOrphans(owner: string): Promise<number>;
+  /**
+   * Only this process uses the database (the embedded store: its folder is locked to one process). Its
+   * claims are then held in the process's memory rather than written (D41): no other process could take
+   * an attempt over, and one left pending by a process that died is made again by the next as it starts.
+   */
+  readonly exclusive: boolean;
 }
 
 /** Advisory-lock namespace of the servers' liveness locks (the two-int4 form: objsubid 2). */
@@ -444,6 +450,7 @@ export async function openEmbedded(
       unlock();
       if (temporary) await rm(temporary, { recursive: true, force: true });
     },
+    exclusive: true,
     claimOwner: async () => randomUUID(),
     async handBackOrphans(owner) {
       const { rows } = await query<{ n: number }>(
@@ -585,6 +592,7 @@ export async function openPostgres(connectionString: string, onConnectionLost: (
         client.release(lost);
       }
     },
+    exclusive: false,
     async claimOwner() {
       // The owner's name is a lock key held by a session of its own for as long as the process lives:
       // PostgreSQL releases it when the connection ends, a kill -9 included.
@@ -730,6 +738,48 @@ ALTER TABLE notifications ADD COLUMN IF NOT EXISTS send_failures int NOT NULL DE
 `;
 
 /**
+ * The two ways a process holds the attempts it claimed (D41), each with its own record and claim
+ * functions made from one text. Written: the claim marks them in flight, with the process's name and
+ * when (a lease another server takes over once it runs out); the outcome is recorded where the claim
+ * is still the process's. In memory (a store only this process uses): the claim only reads them, and
+ * the process says which it holds (p_held): a claim leaves those out, a disabling leaves those
+ * pending to be recorded as they end, and an outcome is recorded where its attempt is still pending.
+ * On the embedded store, writing a claim (its row lock and rewrite) was about 17 µs of a claimed attempt's
+ * 41 on the database's thread; held in memory, `serve` used 139-151 µs of CPU per delivery against 150-155
+ * (sustained, 3 pairs alternated: docs/benchmarks.md).
+ */
+interface ClaimsHeld {
+  inMemory: boolean;
+  claim: string;
+  record: string;
+  /** The functions' last parameter, where the process names the attempts it holds. */
+  heldParam: string;
+  /** The test that an attempt's claim is still the process's, of the row named by `row` ("t." or ""). */
+  mine: (row: string) => string;
+  /** A condition leaving out the attempts the process holds, by their `id` column, after AND. */
+  notHeld: (id: string) => string;
+}
+const CLAIMS_WRITTEN: ClaimsHeld = {
+  inMemory: false,
+  claim: "claim_due_attempts",
+  record: "record_batch_outcomes",
+  heldParam: "",
+  mine: (row) => `${row}state || '' = 'in_flight' AND ${row}claimed_by = p_owner`,
+  notHeld: () => "",
+};
+const CLAIMS_IN_MEMORY: ClaimsHeld = {
+  inMemory: true,
+  claim: "claim_held_attempts",
+  record: "record_held_outcomes",
+  heldParam: ", p_held bigint[]",
+  mine: (row) => `${row}state || '' = 'pending'`,
+  // NOT IN a subquery: hashed once per statement (<> ALL compared each row with every id held).
+  notHeld: (id) => ` AND ${id} NOT IN (SELECT unnest(p_held))`,
+};
+/** The functions that claim attempts and record their outcomes on `db`, as it holds claims (D41). */
+export const claimFunctions = (db: Pick<Db, "exclusive">): { claim: string; record: string; inMemory: boolean } => (db.exclusive ? CLAIMS_IN_MEMORY : CLAIMS_WRITTEN);
+
+/**
  * Records attempt outcomes in the order given, each atomically with what it causes (DECISIONS D7):
  * a success resets the webhook's consecutive-failure counter, a failure increments it and either
  * queues the retry (at the time given) or, at the threshold, disables the webhook, cancels its
@@ -751,10 +801,10 @@ ALTER TABLE notifications ADD COLUMN IF NOT EXISTS send_failures int NOT NULL DE
  * filtered them by id, instead of probing the primary key per id (measured on PostgreSQL with 3,000
  * attempts: the database's CPU for recording 73–97 µs per outcome before, 40–47 after).
  */
-const RECORD_OUTCOMES = `
-CREATE OR REPLACE FUNCTION record_batch_outcomes(
+const recordOutcomes = (held: ClaimsHeld) => `
+CREATE OR REPLACE FUNCTION ${held.record}(
   p_attempts bigint[], p_webhooks text[], p_ok boolean[], p_cancelled boolean[], p_status integer[],
-  p_error text[], p_ended_at bigint[], p_retry_at bigint[], p_owner text, p_threshold integer)
+  p_error text[], p_ended_at bigint[], p_retry_at bigint[], p_owner text, p_threshold integer${held.heldParam})
 RETURNS TABLE (place integer, ended text) LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   i integer := 1;
@@ -776,7 +826,7 @@ BEGIN
         UPDATE attempts t SET state = 'succeeded', status = p_status[i - 1 + array_position(run, t.id)],
             error = p_error[i - 1 + array_position(run, t.id)], finished_at = p_ended_at[i - 1 + array_position(run, t.id)],
             claimed_by = NULL, recorded_seq = nextval('outcome_order')
-          WHERE t.id = ANY(run) AND t.state || '' = 'in_flight' AND t.claimed_by = p_owner
+          WHERE t.id = ANY(run) AND ${held.mine("t.")}
           RETURNING t.id, t.webhook_id),
       reset AS (
         UPDATE webhooks SET consecutive_failures = 0
@@ -798,7 +848,7 @@ BEGIN
         state = CASE WHEN p_cancelled[i] THEN 'cancelled' WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END,
         status = p_status[i], error = p_error[i], finished_at = p_ended_at[i], claimed_by = NULL,
         recorded_seq = CASE WHEN p_cancelled[i] THEN NULL ELSE nextval('outcome_order') END
-      WHERE id = p_attempts[i] AND state || '' = 'in_flight' AND claimed_by = p_owner
+      WHERE id = p_attempts[i] AND ${held.mine("")}
       RETURNING * INTO a;
     IF NOT FOUND THEN
       ended := 'stale';
@@ -810,7 +860,7 @@ BEGIN
         ended := CASE WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END;
       ELSIF w.consecutive_failures + 1 >= p_threshold THEN
         UPDATE webhooks SET consecutive_failures = w.consecutive_failures + 1, status = 'disabled' WHERE id = w.id;
-        UPDATE attempts SET state = 'cancelled' WHERE webhook_id = w.id AND state = 'pending';
+        UPDATE attempts SET state = 'cancelled' WHERE webhook_id = w.id AND state = 'pending'${held.notHeld("id")};
         INSERT INTO notifications (webhook_id, client_id, created_at) VALUES (w.id, w.client_id, p_ended_at[i])
           ON CONFLICT DO NOTHING;
         ended := 'disabled';
@@ -924,7 +974,9 @@ END $$`;
 /**
  * Claims at most p_limit attempts that are due (at most p_per_webhook of each webhook, none of the
  * webhooks in p_busy: D40) or were left claimed past their lease by a process that died, with what
- * they need. A function so that its plan is made once per connection: planning the statement took
+ * they need. Held in memory (claim_held_attempts, D41), it only reads the due attempts, those held
+ * (p_held) left out, and takes no claim left by another process (the store has none: a starting server
+ * hands back what an earlier version left in flight). A function so that its plan is made once per connection: planning the statement took
  * about as long as running it on the embedded store, for every claim.
  * The functions run with enable_seqscan off: a plan kept for the connection may have been made from
  * an empty table's statistics (after an ANALYZE at start), where a scan of attempts per webhook
@@ -936,9 +988,9 @@ END $$`;
  * databases made before, for servers of the earlier version still running on the same PostgreSQL
  * while others are upgraded (it would read the new rows as attempts without a webhook, and cancel them).
  */
-const CLAIM_ATTEMPTS = `
-CREATE OR REPLACE FUNCTION claim_due_attempts(
-  p_now bigint, p_owner text, p_real_now bigint, p_lease_before bigint, p_limit integer, p_per_webhook integer, p_busy text[])
+const claimAttempts = (held: ClaimsHeld) => `
+CREATE OR REPLACE FUNCTION ${held.claim}(
+  p_now bigint, p_owner text, p_real_now bigint, p_lease_before bigint, p_limit integer, p_per_webhook integer, p_busy text[]${held.heldParam})
 RETURNS TABLE (id bigint, webhook_id text, attempt integer, body text, url text, secret text, webhook_status text, due_at bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
@@ -961,7 +1013,7 @@ BEGIN
     pending := pending_webhooks(p_limit / greatest(p_per_webhook, 1) + 1);
     IF pending IS NULL THEN
       WITH earliest AS MATERIALIZED (
-        SELECT id, webhook_id, due_at FROM attempts WHERE state = 'pending' AND due_at <= p_now ORDER BY due_at LIMIT 4 * p_limit)
+        SELECT id, webhook_id, due_at FROM attempts WHERE state = 'pending' AND due_at <= p_now${held.notHeld("id")} ORDER BY due_at LIMIT 4 * p_limit)
       SELECT (SELECT count(*) FROM earliest), ARRAY(
         SELECT id FROM (
           SELECT id, due_at, row_number() OVER (PARTITION BY webhook_id ORDER BY due_at, id) AS nth
@@ -986,14 +1038,27 @@ BEGIN
     chosen := ARRAY(
       SELECT a.id FROM unnest(pending) AS w(id) CROSS JOIN LATERAL (
         SELECT id, due_at FROM attempts
-        WHERE webhook_id = w.id AND state = 'pending' AND due_at <= p_now
+        WHERE webhook_id = w.id AND state = 'pending' AND due_at <= p_now${held.notHeld("id")}
         ORDER BY due_at LIMIT p_per_webhook) a
       WHERE w.id NOT IN (SELECT unnest(p_busy))
       ORDER BY a.due_at LIMIT p_limit);
   END IF;
   RETURN QUERY
+  WITH ${held.inMemory ? PICKED : CLAIMED}
+  -- Webhooks and events by key, one probe each, whatever the statistics: a plan made while events was
+  -- empty joined it by hash, reading every event for each claim until the next ANALYZE.
+  SELECT NULL::bigint AS id, w.id AS webhook_id, NULL, NULL, w.url, w.secret, w.status, NULL::bigint AS due_at
+  FROM webhooks w WHERE w.id = ANY(ARRAY(SELECT DISTINCT webhook_id FROM claimed))
+  UNION ALL
+  SELECT c.id, c.webhook_id, c.attempt, (SELECT e.body FROM events e WHERE e.id = c.event_id), NULL, NULL, NULL, c.due_at FROM claimed c
+  -- The webhooks' rows first, then the attempts, earliest due first.
+  ORDER BY due_at NULLS FIRST, id;
+END $$`;
+
+/** The claim's attempts, written as claimed (the shared store's way: leases, D41). */
+const CLAIMED = `
   -- Orphaned claims come first.
-  WITH orphaned AS (
+  orphaned AS (
     SELECT id, 0 AS k, due_at FROM attempts WHERE state = 'in_flight' AND claimed_at < p_lease_before
     ORDER BY claimed_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
   -- Only the attempts chosen are locked, and those still pending (another server may have claimed
@@ -1008,21 +1073,16 @@ BEGIN
     -- (the embedded store has no autovacuum to gather them: IN (...) scanned the whole table).
     UPDATE attempts SET state = 'in_flight', claimed_by = p_owner, claimed_at = p_real_now WHERE id = ANY(ARRAY(
       SELECT id FROM (SELECT * FROM orphaned UNION ALL SELECT * FROM due) picked ORDER BY k, due_at LIMIT p_limit))
-    RETURNING id, event_id, webhook_id, attempt, due_at)
-  -- Webhooks and events by key, one probe each, whatever the statistics: a plan made while events was
-  -- empty joined it by hash, reading every event for each claim until the next ANALYZE.
-  SELECT NULL::bigint AS id, w.id AS webhook_id, NULL, NULL, w.url, w.secret, w.status, NULL::bigint AS due_at
-  FROM webhooks w WHERE w.id = ANY(ARRAY(SELECT DISTINCT webhook_id FROM claimed))
-  UNION ALL
-  SELECT c.id, c.webhook_id, c.attempt, (SELECT e.body FROM events e WHERE e.id = c.event_id), NULL, NULL, NULL, c.due_at FROM claimed c
-  -- The webhooks' rows first, then the attempts, earliest due first.
-  ORDER BY due_at NULLS FIRST, id;
-END $$`;
+    RETURNING id, event_id, webhook_id, attempt, due_at)`;
+/** The claim's attempts, only read: the process holds them in memory (the exclusive store's way, D41). */
+const PICKED = `claimed AS (
+    SELECT id, event_id, webhook_id, attempt, due_at FROM attempts WHERE id = ANY(chosen) AND state || '' = 'pending')`;
 
 /**
  * What each pass of the delivery loop asks of the leads and the queue (D19): which open leads are due
- * (expired, each with the status it had), and when the next attempt or lead falls due after $1. Both
- * read the open leads through leads_open_expiry.
+ * (expired, each with the status it had), and when the next attempt or lead falls due after $1, the
+ * attempts of $2 left out (claims held in memory, D41: pending in the store, and due already). Both read
+ * the open leads through leads_open_expiry.
  */
 /**
  * A webhook's secret as the webhooks table holds it. PostgreSQL's text holds no U+0000, which a secret
@@ -1042,7 +1102,7 @@ WHERE leads.id = previous.id
 RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`;
 export const NEXT_DUE_AT = `
 SELECT LEAST(
-  (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1),
+  (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1 AND id NOT IN (SELECT unnest($2::bigint[]))),
   (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded') AND expires_at > $1)) AS at`;
 
 /** What servers starting together on one database take turns on (migrations, the owners). */
@@ -1060,9 +1120,11 @@ export async function migrate(db: Db): Promise<void> {
     for (const statement of SUBSCRIPTIONS) await tx.query(statement);
     for (const [name, when] of Object.entries(SUBSCRIPTION_TRIGGERS)) await tx.query(`CREATE OR REPLACE TRIGGER ${name} ${when} EXECUTE FUNCTION webhook_subscriptions()`);
     if (triggers[0]!.n < Object.keys(SUBSCRIPTION_TRIGGERS).length) await tx.query(ADD_MISSING_SUBSCRIPTIONS);
-    await tx.query(RECORD_OUTCOMES);
     await tx.query(PENDING_WEBHOOKS);
-    await tx.query(CLAIM_ATTEMPTS);
+    for (const held of [CLAIMS_WRITTEN, CLAIMS_IN_MEMORY]) {
+      await tx.query(recordOutcomes(held));
+      await tx.query(claimAttempts(held));
+    }
     await tx.query(STORE_EVENTS);
   });
 }

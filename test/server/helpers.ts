@@ -57,6 +57,7 @@ export function partsContext(given: Partial<PartsContext> = {}): PartsContext {
     rules: loadDeliveryRules(),
     owner: "test",
     leaseMs: 10_000,
+    held: new Set(),
     dispatcher: given.dispatcher ?? new Agent(),
     attemptTimeoutRealMs: 1000,
     addressPolicy: addressPolicy({ allowLoopback: true }),

@@ -10,7 +10,7 @@ import { startServe } from "../../scripts/bench/lib/procs.js";
 import { startTestPostgres, type TestPostgres } from "../../scripts/postgres.js";
 import { defaultParts } from "../../src/server/delivery/parts.js";
 import { startServer } from "../../src/server/index.js";
-import { EXPIRE_DUE_LEADS, migrate, NEXT_DUE_AT, nextId, openEmbedded, openPostgres, recordOwners, type Db, type Queryable } from "../../src/server/store.js";
+import { claimFunctions, EXPIRE_DUE_LEADS, migrate, NEXT_DUE_AT, nextId, openEmbedded, openPostgres, recordOwners, type Db, type Queryable } from "../../src/server/store.js";
 import { validatorFor } from "../../src/spec.js";
 import { client, envelope, partsContext, register, seededRandom, storageBackends } from "./helpers.js";
 
@@ -154,9 +154,15 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
   const TWENTY_WEBHOOKS = webhooksW1To(20);
   const ATTEMPTS_OVER_THEM = attemptsOverW1To(20);
 
+  /**
+   * A claim as the backend's server makes it (D41: claims written on PostgreSQL, held in memory on the
+   * embedded store, none held yet), with the parameters after the first: now, limit, per webhook, busy.
+   */
+  const held = claimFunctions({ exclusive: !postgres });
+  const CLAIM = `SELECT * FROM ${held.claim}($1, 'me', 0, -1, $2, $3, $4${held.inMemory ? ", '{}'" : ""})`;
   /** The attempts a claim of at most 32 due by 5000 (`perWebhook` a webhook) takes (its rows without the webhooks' own). */
   const claimAttempts = async (tx: Queryable, perWebhook = 2) =>
-    (await tx.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, $1, '{}')", [perWebhook])).rows.filter((r) => r.id !== null);
+    (await tx.query<{ id: string | number | null }>(CLAIM, [5000, 32, perWebhook, []])).rows.filter((r) => r.id !== null);
 
   // The claim's plan is made once per connection and kept (a generic plan): made from statistics of an
   // empty table (the embedded store analyzes a changed table once a minute, as PostgreSQL's autovacuum does), it chose
@@ -265,9 +271,9 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
       await db
         .transaction(async (tx) => {
           const before = await claimWays(tx);
-          const claimed = await tx.query<{ id: string | null }>("SELECT id::text FROM claim_due_attempts($1, 'me', 0, -1, $2, $3, $4)", [now, limit, perWebhook, busy]);
+          const claimed = await tx.query<{ id: string | number | null }>(CLAIM, [now, limit, perWebhook, busy]);
           const after = await claimWays(tx);
-          got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [r.id])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
+          got = { ids: claimed.rows.flatMap((r) => (r.id === null ? [] : [String(r.id)])).sort(), earliestScans: after.earliest - before.earliest, probes: after.probes - before.probes };
           throw new Error("rolled back");
         })
         .catch((error: Error) => {
@@ -390,13 +396,16 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     await migrate(db);
     await db.query(TWENTY_WEBHOOKS);
     await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 6) i");
-    const claimed = (await db.query<{ id: string | number | null }>("SELECT * FROM claim_due_attempts(5000, 'me', 0, -1, 32, 32, '{}')")).rows
+    // As the store holds claims (D41): written with the process's name, or held in its memory.
+    const { claim, inMemory } = claimFunctions(db);
+    const claimed = (await db.query<{ id: string | number | null }>(`SELECT * FROM ${claim}(5000, 'me', 0, -1, 32, 32, '{}'${inMemory ? ", '{}'" : ""})`)).rows
       .filter((r) => r.id !== null)
       .map((r) => String(r.id));
     expect(claimed).toHaveLength(6);
-    // The second attempt's lease was taken over by another process.
-    await db.query("UPDATE attempts SET claimed_by = 'other' WHERE id = $1", [claimed[1]]);
-    const parts = defaultParts(partsContext({ db, owner: "me" }));
+    // The second attempt is no longer this process's: its lease was taken over by another process, or
+    // (held in memory, where no other process can take it) it was recorded meanwhile.
+    await db.query(inMemory ? "UPDATE attempts SET state = 'succeeded' WHERE id = $1" : "UPDATE attempts SET claimed_by = 'other' WHERE id = $1", [claimed[1]]);
+    const parts = defaultParts(partsContext({ db, owner: "me", held: new Set(claimed) }));
     const outcome = (i: number, fields: { ok: boolean; cancelled?: boolean; status?: number; retryAt?: number }) =>
       ({ attemptId: claimed[i]!, webhookId: "w1", cancelled: false, endedAt: 10 + i, ...fields });
     const recorded = await parts.record([
@@ -414,12 +423,61 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     );
     expect(rows).toEqual([
       { event_id: "e1", attempt: 1, state: "succeeded", status: 200 },
-      { event_id: "e2", attempt: 1, state: "in_flight", status: null },
+      { event_id: "e2", attempt: 1, state: inMemory ? "succeeded" : "in_flight", status: null },
       { event_id: "e3", attempt: 1, state: "succeeded", status: 204 },
       { event_id: "e4", attempt: 1, state: "failed", status: 500 },
       { event_id: "e4", attempt: 2, state: "pending", status: null },
       { event_id: "e5", attempt: 1, state: "cancelled", status: null },
       { event_id: "e6", attempt: 1, state: "succeeded", status: 201 },
+    ]);
+  });
+
+  // D41: on a store only one process uses, its claims are held in its memory, not written. The store
+  // then answers for what it is told is held: a claim leaves those attempts out, the next due time is
+  // not theirs, and a disabling cancels what is pending but not those, which are recorded as they end.
+  it("holds claims in memory: a claim leaves out the attempts held, and a disabling cancels the pending ones but not those held", async () => {
+    const db = await freshDb();
+    await migrate(db);
+    await db.query(TWENTY_WEBHOOKS);
+    await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 7) i");
+    const pick = async (limit: number, held: string[]) =>
+      (await db.query<{ id: string | number | null }>("SELECT * FROM claim_held_attempts(5000, 'me', 0, -1, $1, 32, '{}', $2)", [limit, held])).rows
+        .flatMap((r) => (r.id === null ? [] : [String(r.id)]));
+    const first = await pick(3, []);
+    expect(first).toHaveLength(3);
+    // Not written: the same three again while none is held, the next three once they are.
+    expect(await pick(3, [])).toEqual(first);
+    const second = await pick(3, first);
+    expect(second.filter((id) => first.includes(id))).toEqual([]);
+    const held = [...first, ...second];
+    const nextDue = async (heldNow: string[]) => Number((await db.query<{ at: string | number | null }>(NEXT_DUE_AT, [0, heldNow])).rows[0]!.at);
+    expect(await nextDue([])).toBe(1);
+    expect(await nextDue(held)).toBe(7);
+    // One failure short of the threshold: the first held attempt's failure disables the webhook.
+    const threshold = 5;
+    await db.query("UPDATE webhooks SET consecutive_failures = $1 WHERE id = 'w1'", [threshold - 1]);
+    const record = (i: number, ok: boolean, stillHeld: string[]) =>
+      db.query<{ place: number; ended: string }>("SELECT place, ended FROM record_held_outcomes($1, $2, $3, $4, $5, $6, $7, $8, 'me', $9, $10)", [
+        [held[i]],
+        ["w1"],
+        [ok],
+        [false],
+        [ok ? 200 : 500],
+        [null],
+        [10 + i],
+        [ok ? null : 100],
+        threshold,
+        stillHeld,
+      ]);
+    expect((await record(0, false, held)).rows).toEqual([{ place: 1, ended: "disabled" }]);
+    // Held, it was spared by the disabling: recorded as it ended, without counting (the webhook is disabled).
+    expect((await record(1, true, held.slice(1))).rows).toEqual([]);
+    const { rows } = await db.query<{ event_id: string; state: string }>("SELECT event_id, state FROM attempts ORDER BY due_at, id");
+    expect(rows).toEqual([
+      { event_id: "e1", state: "failed" },
+      { event_id: "e2", state: "succeeded" },
+      ...["e3", "e4", "e5", "e6"].map((event_id) => ({ event_id, state: "pending" })),
+      { event_id: "e7", state: "cancelled" },
     ]);
   });
 
@@ -436,11 +494,11 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     // text once), so that what is measured is the plan kept for every pass after.
     for (let i = 0; i < 8; i++) {
       expect((await db.query(EXPIRE_DUE_LEADS, [999999])).rows).toEqual([]);
-      await db.query(NEXT_DUE_AT, [999999]);
+      await db.query(NEXT_DUE_AT, [999999, []]);
     }
     const scans = await scansOf(db, "leads", async (tx) => {
       expect((await tx.query(EXPIRE_DUE_LEADS, [1000002])).rows).toHaveLength(2);
-      expect(Number((await tx.query<{ at: string | number }>(NEXT_DUE_AT, [1000002])).rows[0]!.at)).toBe(1000004);
+      expect(Number((await tx.query<{ at: string | number }>(NEXT_DUE_AT, [1000002, []])).rows[0]!.at)).toBe(1000004);
     });
     expect(scans.seq, "scans of leads").toBe(0);
     expect(scans.idx).toBeGreaterThan(0);

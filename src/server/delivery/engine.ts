@@ -25,6 +25,8 @@ export interface EngineOptions {
   owner: string;
   /** Real ms after which another process's claim is taken over. */
   leaseMs: number;
+  /** Where the engine keeps the attempts it has claimed and not yet recorded (the parts read it: PartsContext.held). */
+  held: Set<string>;
   contactEmailFor: (clientId: string) => string | undefined;
   /** Each attempt's outcome once recorded, for the server's log. */
   outcomeLog?: (outcome: { webhookId: string; attemptId: string; attempt: number; ok: boolean; status?: number; error?: string; recorded: string }) => void;
@@ -61,6 +63,8 @@ export interface DeliveryEngine {
   /** Virtual clock: waits for what is under way, then moves the clock by `seconds`, running everything that falls due on the way, in order. */
   advance(seconds: number): Promise<void>;
   start(): Promise<void>;
+  /** How many attempts this process has claimed and not yet recorded (D44: at most its places in flight). */
+  claimed(): number;
   /** Stops: attempts in flight are abandoned unrecorded and handed back to the queue, to be made again on the next start. */
   stop(): Promise<void>;
 }
@@ -259,17 +263,20 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   const outcomes = createBatcher<Outcome, Recorded>({ max: 500, run: (batch) => recordOrHandBack(batch), beforeBatch: gather });
 
   /**
-   * The attempts this process has claimed and not yet recorded: the only claims it renews. One whose
-   * outcome could not be recorded is handed back, or, where that fails too, left to run out its lease and
-   * be claimed again (at-least-once, D4): renewing every claim of the process kept such attempts claimed,
-   * never made again, until it stopped.
+   * The attempts this process has claimed and not yet recorded: the only claims it renews, and on a
+   * store only it uses, its claims themselves (D41: a claim leaves them out). One whose outcome could not
+   * be recorded is handed back, or, where that fails too, left to run out its lease and be claimed again
+   * (at-least-once, D4): renewing every claim of the process kept such attempts claimed, never made
+   * again, until it stopped. Held in memory, it is claimed again once it is no longer held.
    */
-  const held = new Set<string>();
+  const held = options.held;
 
   async function recordOrHandBack(batch: Outcome[]): Promise<Recorded[]> {
     try {
       return await parts.record(batch);
     } catch (error) {
+      // Claims held in memory are handed back as they are let go (run(): held.delete).
+      if (db.exclusive) throw error;
       await db
         .query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND state = 'in_flight'", [
           batch.map((o) => o.attemptId),
@@ -599,7 +606,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
 
   /** Clock time the next attempt or lead (after clock time `after`, if given) falls due. */
   async function nextDueAt(after = Number.MIN_SAFE_INTEGER): Promise<number | undefined> {
-    const { rows } = await db.query<{ at: string | null }>(NEXT_DUE_AT, [after]);
+    // Attempts held in memory are still pending in the store, due already: not the next to fall due.
+    const { rows } = await db.query<{ at: string | null }>(NEXT_DUE_AT, [after, db.exclusive ? [...held] : []]);
     return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
   }
 
@@ -683,6 +691,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
         return emit("lead.updated", businessID, data);
       }),
     runDue,
+    claimed: () => held.size,
     async advance(seconds) {
       await settle();
       const target = clock.now() + seconds * 1000;
@@ -712,7 +721,8 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       clearInterval(renewal);
       renewal = setInterval(() => {
         const now = Date.now();
-        if (held.size === 0) return;
+        // Held in memory, a claim has no lease to renew.
+        if (held.size === 0 || db.exclusive) return;
         renewing ??= db
           .query("UPDATE attempts SET claimed_at = $1 WHERE id = ANY($4::bigint[]) AND state = 'in_flight' AND claimed_by = $2 AND claimed_at < $3", [
             now,

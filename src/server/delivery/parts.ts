@@ -8,7 +8,7 @@ import { newEventId, signPayload, type DeliveryRules, type EventName } from "@pa
 import { answerOf, explainedAnswerError } from "../../sender.js";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
-import { EXPIRE_DUE_LEADS, secretFromStore, type Db, type Queryable } from "../store.js";
+import { claimFunctions, EXPIRE_DUE_LEADS, secretFromStore, type Db, type Queryable } from "../store.js";
 import type { AttemptSignal } from "./deadlines.js";
 
 /** What every part may use. */
@@ -20,6 +20,11 @@ export interface PartsContext {
   owner: string;
   /** Real ms after which a claim belongs to a process that died and may be taken over. */
   leaseMs: number;
+  /**
+   * The attempts this process has claimed and not yet recorded (the engine's): on a store only this
+   * process uses, claims are held here rather than written (D41), and a claim leaves them out.
+   */
+  held: ReadonlySet<string>;
   /** Pools connections per receiver and trusts extra CAs. */
   dispatcher: Dispatcher;
   /** PEM of the extra CAs the dispatcher trusts besides the public ones (a conformance receiver's), if any. */
@@ -173,6 +178,9 @@ const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
   const { db, clock, rules } = ctx;
+  // Claims written as leases, or held in this process's memory (D41): the same parameters, and the ids held.
+  const claims = claimFunctions(db);
+  const heldParam = (): unknown[] => (claims.inMemory ? [[...ctx.held]] : []);
   const signatureHeader = rules.signatureHeader.toLowerCase();
   // A webhook's URL is checked on each attempt (the policy may be stricter than at registration): the
   // same answer for the same URL, parsed once.
@@ -242,10 +250,10 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         secret: string | null;
         webhook_status: string | null;
       }>(
-        // claim_due_attempts (store.ts): the statement's plan is made once per connection, not per claim.
-        // Its rows: each claimed webhook's (id null), then the attempts.
-        "SELECT * FROM claim_due_attempts($1, $2, $3, $4, $5, $6, $7)",
-        [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy],
+        // claim_due_attempts or claim_held_attempts (store.ts): the statement's plan is made once per
+        // connection, not per claim. Its rows: each claimed webhook's (id null), then the attempts.
+        `SELECT * FROM ${claims.claim}($1, $2, $3, $4, $5, $6, $7${claims.inMemory ? ", $8" : ""})`,
+        [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy, ...heldParam()],
       );
       const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
       return rows.flatMap((r) => {
@@ -285,7 +293,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       const column = <T>(pick: (o: Outcome) => T) => outcomes.map(pick);
       const { rows } = await db.query<{ place: number; ended: Recorded }>(
         // Rows only for the outcomes not recorded as succeeded, by their place in the batch (store.ts).
-        "SELECT place, ended FROM record_batch_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        `SELECT place, ended FROM ${claims.record}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10${claims.inMemory ? ", $11" : ""})`,
         [
           column((o) => o.attemptId),
           column((o) => o.webhookId),
@@ -297,6 +305,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
           column((o) => o.retryAt ?? null),
           ctx.owner,
           rules.disableAfterConsecutiveFailures,
+          ...heldParam(),
         ],
       );
       const ended = outcomes.map((): Recorded => "succeeded");
