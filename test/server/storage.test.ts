@@ -481,6 +481,34 @@ describe.each(storageBackends())("storage, $name", ({ postgres }) => {
     ]);
   });
 
+  // A record is issued whenever attempts end, a claim whenever there is room: held in memory, the
+  // attempts a claim takes are held once the engine has its answer, and a disabling recorded meanwhile
+  // (after the claim, in the store) must spare them as well.
+  it.skipIf(postgres)("spares what a claim under way takes when a disabling is recorded meanwhile (claims held in memory)", async () => {
+    const db = await freshDb();
+    await migrate(db);
+    await db.query(TWENTY_WEBHOOKS);
+    await db.query("INSERT INTO attempts (event_id, webhook_id, attempt, due_at) SELECT 'e' || i, 'w1', 1, i FROM generate_series(1, 4) i");
+    const held = new Set<string>();
+    const parts = defaultParts(partsContext({ db, owner: "me", held }));
+    const [failing] = await parts.claim(5000, 1);
+    held.add(failing!.id);
+    // One failure short of the threshold (5, D7).
+    await db.query("UPDATE webhooks SET consecutive_failures = 4 WHERE id = 'w1'");
+    // The next claim, and at once the failure that disables the webhook: the claim reaches the store first.
+    const claiming = parts.claim(5000, 2);
+    const recording = parts.record([{ attemptId: failing!.id, webhookId: "w1", ok: false, cancelled: false, status: 500, endedAt: 10, retryAt: 100 }]);
+    expect((await claiming).map((a) => a.attempt)).toEqual([1, 1]);
+    expect(await recording).toEqual(["disabled"]);
+    const { rows } = await db.query<{ event_id: string; state: string }>("SELECT event_id, state FROM attempts ORDER BY due_at, id");
+    expect(rows).toEqual([
+      { event_id: "e1", state: "failed" },
+      { event_id: "e2", state: "pending" },
+      { event_id: "e3", state: "pending" },
+      { event_id: "e4", state: "cancelled" },
+    ]);
+  });
+
   // Each pass of the delivery loop asks which open leads are due and when the next one is (D19); as
   // scans of leads, with 100k leads these cost the embedded store's thread 17 and 46 ms a pass.
   it("finds the due and the next lead by index, never a scan of leads", async () => {

@@ -181,6 +181,19 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
   // Claims written as leases, or held in this process's memory (D41): the same parameters, and the ids held.
   const claims = claimFunctions(db);
   const heldParam = (): unknown[] => (claims.inMemory ? [[...ctx.held]] : []);
+  /**
+   * Held in memory, the claim under way and what the last claim took: its attempts are held only once
+   * the engine has its answer. A record waits for a claim under way and spares what it took as well:
+   * issued meanwhile, with the ids held before it, a disabling cancelled the attempts that claim took,
+   * which were made anyway and then found cancelled (recorded as stale).
+   */
+  let claimUnderWay: Promise<unknown> | undefined;
+  let lastTaken: string[] = [];
+  const heldWhenRecording = async (): Promise<unknown[]> => {
+    if (!claims.inMemory) return [];
+    while (claimUnderWay) await claimUnderWay;
+    return [[...ctx.held, ...lastTaken]];
+  };
   const signatureHeader = rules.signatureHeader.toLowerCase();
   // A webhook's URL is checked on each attempt (the policy may be stricter than at registration): the
   // same answer for the same URL, parsed once.
@@ -203,6 +216,35 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     const { origin, path } = targetOf(url);
     return { origin, path, method: rules.method, body, headers: { "content-type": rules.contentType, [signatureHeader]: signature }, timeoutMs: ctx.attemptTimeoutRealMs };
   };
+  /** Claims what is due (DeliveryParts.claim); held in memory, notes what it took (lastTaken). */
+  async function claimDue(now: number, limit: number, spread = { busy: [] as string[], perWebhook: limit }): Promise<ClaimedAttempt[]> {
+    const realNow = Date.now();
+    const { rows } = await db.query<{
+      // int8: a string from PostgreSQL's driver, a number from PGlite.
+      id: string | number | null;
+      webhook_id: string;
+      attempt: number;
+      body: string | null;
+      url: string | null;
+      secret: string | null;
+      webhook_status: string | null;
+    }>(
+      // claim_due_attempts or claim_held_attempts (store.ts): the statement's plan is made once per
+      // connection, not per claim. Its rows: each claimed webhook's (id null), then the attempts.
+      `SELECT * FROM ${claims.claim}($1, $2, $3, $4, $5, $6, $7${claims.inMemory ? ", $8" : ""})`,
+      [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy, ...heldParam()],
+    );
+    const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
+    const taken: ClaimedAttempt[] = rows.flatMap((r) => {
+      if (r.id === null) return [];
+      // A webhook deleted meanwhile has no row: its attempts are not deliverable.
+      const w = webhooks.get(r.webhook_id);
+      return [{ id: String(r.id), webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret == null ? null : secretFromStore(w.secret), webhookStatus: w?.webhook_status ?? null, body: r.body }];
+    });
+    if (claims.inMemory) lastTaken = taken.map((a) => a.id);
+    return taken;
+  }
+
   return {
     envelope(name, data, at) {
       const id = newEventId(at);
@@ -238,32 +280,17 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status IN ('new', 'responded')", [lead.status, lead.id, lead.businessId]);
     },
 
-    async claim(now, limit, spread = { busy: [], perWebhook: limit }) {
-      const realNow = Date.now();
-      const { rows } = await db.query<{
-        // int8: a string from PostgreSQL's driver, a number from PGlite.
-        id: string | number | null;
-        webhook_id: string;
-        attempt: number;
-        body: string | null;
-        url: string | null;
-        secret: string | null;
-        webhook_status: string | null;
-      }>(
-        // claim_due_attempts or claim_held_attempts (store.ts): the statement's plan is made once per
-        // connection, not per claim. Its rows: each claimed webhook's (id null), then the attempts.
-        `SELECT * FROM ${claims.claim}($1, $2, $3, $4, $5, $6, $7${claims.inMemory ? ", $8" : ""})`,
-        [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy, ...heldParam()],
-      );
-      const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
-      return rows.flatMap((r) => {
-        if (r.id === null) return [];
-        // A webhook deleted meanwhile has no row: its attempts are not deliverable.
-        const w = webhooks.get(r.webhook_id);
-        return [{ id: String(r.id), webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret == null ? null : secretFromStore(w.secret), webhookStatus: w?.webhook_status ?? null, body: r.body }];
-      });
+    claim(now, limit, spread) {
+      const claimed = claimDue(now, limit, spread);
+      if (claims.inMemory) {
+        const over = () => {
+          if (claimUnderWay === underWay) claimUnderWay = undefined;
+        };
+        const underWay: Promise<void> = claimed.then(over, over);
+        claimUnderWay = underWay;
+      }
+      return claimed;
     },
-
     deliverable: (a) => a.url !== null && a.secret !== null && a.body !== null && a.webhookStatus === "enabled",
 
     async sign(a) {
@@ -305,7 +332,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
           column((o) => o.retryAt ?? null),
           ctx.owner,
           rules.disableAfterConsecutiveFailures,
-          ...heldParam(),
+          ...(await heldWhenRecording()),
         ],
       );
       const ended = outcomes.map((): Recorded => "succeeded");
