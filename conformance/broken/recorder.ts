@@ -2,7 +2,7 @@
 // servers need as options. It replaces the reference server's `record` part (src/server/delivery);
 // without options it follows D7 like the reference does.
 import type { DeliveryParts, Outcome, PartsContext, Recorded } from "../../src/server/delivery/index.js";
-import type { Queryable } from "../../src/server/store.js";
+import { claimCalls, type Queryable } from "../../src/server/store.js";
 
 export interface RecorderFaults {
   /** A 2xx does not reset the counter. */
@@ -39,16 +39,19 @@ export interface RecorderFaults {
 
 export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): DeliveryParts["record"] {
   const { db, rules, owner, held } = ctx;
-  // Still this process's claim (D41): written as in flight with its name, or held in its memory and pending in the store.
-  const mine = db.exclusive ? { sql: "state = 'pending'", params: [] } : { sql: "state = 'in_flight' AND claimed_by = $6", params: [owner] };
-  // A disabling cancels what is pending, not the attempts under way (held in memory: pending in the store too).
-  const cancelPending = (tx: Queryable, where: string, params: unknown[]) =>
-    db.exclusive
-      ? tx.query(`UPDATE attempts SET state = 'cancelled' WHERE ${where} AND state = 'pending' AND NOT (id = ANY($${params.length + 1}::bigint[]))`, [...params, [...held]])
+  const claims = claimCalls(db);
+  // Still this process's claim (D41): the store's own test, with the owner as $6.
+  const mine = { sql: claims.mine("$6"), params: claims.inMemory ? [] : [owner] };
+  // A disabling cancels what is pending, not the attempts under way (held in memory: pending in the store too, and spared).
+  const cancelPending = (tx: Queryable, spared: string[] | undefined, where: string, params: unknown[]) =>
+    spared
+      ? tx.query(`UPDATE attempts SET state = 'cancelled' WHERE ${where} AND state = 'pending' AND NOT (id = ANY($${params.length + 1}::bigint[]))`, [...params, spared])
       : tx.query(`UPDATE attempts SET state = 'cancelled' WHERE ${where} AND state = 'pending'`, params);
   /** perEventName: the counts, by webhook and event name. */
   const byName = new Map<string, Map<string, number>>();
-  const one = (o: Outcome) =>
+  // Held in memory, each outcome's transaction is issued as the store's record is (HeldClaims.recording).
+  const one = (o: Outcome) => (claims.inMemory ? held.recording((spared) => recordOne(o, spared)) : recordOne(o, undefined));
+  const recordOne = (o: Outcome, spared: string[] | undefined) =>
     db.transaction<Recorded>(async (tx) => {
       const state = o.cancelled ? "cancelled" : o.ok ? "succeeded" : "failed";
       const { rows } = await tx.query<{ event_id: string; webhook_id: string; attempt: number }>(
@@ -117,8 +120,8 @@ export function faultyRecorder(ctx: PartsContext, faults: RecorderFaults): Deliv
         await tx.query("UPDATE webhooks SET status = 'disabled' WHERE id = $1", [a.webhook_id]);
         if (faults.keepsDeliveringAfterDisable) await retry();
         else if (faults.cancelsOnlyFailingEvent) {
-          await cancelPending(tx, "webhook_id = $1 AND event_id = $2", [a.webhook_id, a.event_id]);
-        } else await cancelPending(tx, "webhook_id = $1", [a.webhook_id]);
+          await cancelPending(tx, spared, "webhook_id = $1 AND event_id = $2", [a.webhook_id, a.event_id]);
+        } else await cancelPending(tx, spared, "webhook_id = $1", [a.webhook_id]);
         if (!(faults.noNoticeOnFirstAttempt && a.attempt === 1)) await tx.query("INSERT INTO notifications (webhook_id, client_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [
           a.webhook_id,
           w.client_id,

@@ -12,7 +12,7 @@ import { createApp, type RegistrationOverride, type Timeouts } from "./app.js";
 import { trustedProxiesProblem } from "./proxies.js";
 import { withDeadline } from "./deadline.js";
 import { createClock, type Clock, type ClockMode } from "./clock.js";
-import { buildParts, createDeliveryEngine, DELIVERY_DEFAULTS, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
+import { buildParts, createDeliveryEngine, DELIVERY_DEFAULTS, HeldClaims, type DeliveryEngine, type PartsOverride } from "./delivery/index.js";
 import { addressPolicy } from "./ssrf.js";
 import { migrate, openEmbedded, openPostgres, recordOwners, type Db, type OwnerChange } from "./store.js";
 import { loadConfig, type ServerConfig } from "./config.js";
@@ -206,7 +206,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // A claim older than any attempt can last (DNS, connect, answer, body) belongs to a process that
   // died, and is taken over. Real time: it is about processes.
   const leaseMs = 3 * timeoutMs + 10_000;
-  const held = new Set<string>();
+  const held = new HeldClaims();
   const parts = buildParts(
     {
       db,

@@ -754,8 +754,8 @@ interface ClaimsHeld {
   record: string;
   /** The functions' last parameter, where the process names the attempts it holds. */
   heldParam: string;
-  /** The test that an attempt's claim is still the process's, of the row named by `row` ("t." or ""). */
-  mine: (row: string) => string;
+  /** The test that an attempt's claim is still the process's, of the row named by `row` ("t." or ""), the process named by `owner`. */
+  mine: (row: string, owner: string) => string;
   /** A condition leaving out the attempts the process holds, by their `id` column, after AND. */
   notHeld: (id: string) => string;
 }
@@ -764,7 +764,7 @@ const CLAIMS_WRITTEN: ClaimsHeld = {
   claim: "claim_due_attempts",
   record: "record_batch_outcomes",
   heldParam: "",
-  mine: (row) => `${row}state || '' = 'in_flight' AND ${row}claimed_by = p_owner`,
+  mine: (row, owner) => `${row}state || '' = 'in_flight' AND ${row}claimed_by = ${owner}`,
   notHeld: () => "",
 };
 const CLAIMS_IN_MEMORY: ClaimsHeld = {
@@ -776,8 +776,30 @@ const CLAIMS_IN_MEMORY: ClaimsHeld = {
   // NOT IN a subquery: hashed once per statement (<> ALL compared each row with every id held).
   notHeld: (id) => ` AND ${id} NOT IN (SELECT unnest(p_held))`,
 };
-/** The functions that claim attempts and record their outcomes on `db`, as it holds claims (D41). */
-export const claimFunctions = (db: Pick<Db, "exclusive">): { claim: string; record: string; inMemory: boolean } => (db.exclusive ? CLAIMS_IN_MEMORY : CLAIMS_WRITTEN);
+/** How a process claims attempts and records their outcomes on a store, as the store holds claims (D41). */
+export interface ClaimCalls {
+  /** Claims are held in the process's memory (PartsContext.held), not written: each call's last parameter is the ids held. */
+  inMemory: boolean;
+  /** The claim (its rows: each claimed webhook's, id null, then the attempts); parameters: clock now, owner, real now, the oldest live lease's real time, limit, per webhook, busy webhooks[, held]. */
+  claim: string;
+  /** The record (rows: place, ended); parameters: the outcomes' attempts, webhooks, ok, cancelled, status, error, ended at, retry at; owner, threshold[, held]. */
+  record: string;
+  /** The test (plain SQL, of an attempts row) that an attempt's claim is still the process's, named by the placeholder `owner` (unused held in memory). */
+  mine: (owner: string) => string;
+}
+const callsOf = (held: ClaimsHeld): ClaimCalls => {
+  const placeholders = (n: number) => Array.from({ length: n + (held.inMemory ? 1 : 0) }, (_, i) => `$${i + 1}`).join(", ");
+  return {
+    inMemory: held.inMemory,
+    // Named functions: each statement's plan is made once per connection, not per call.
+    claim: `SELECT * FROM ${held.claim}(${placeholders(7)})`,
+    record: `SELECT place, ended FROM ${held.record}(${placeholders(10)})`,
+    mine: (owner) => held.mine("", owner),
+  };
+};
+const CALLS = { written: callsOf(CLAIMS_WRITTEN), inMemory: callsOf(CLAIMS_IN_MEMORY) };
+/** How claims are made and recorded on `db` (D41): held in memory on a store only this process uses, written otherwise. */
+export const claimCalls = (db: Pick<Db, "exclusive">): ClaimCalls => (db.exclusive ? CALLS.inMemory : CALLS.written);
 
 /**
  * Records attempt outcomes in the order given, each atomically with what it causes (DECISIONS D7):
@@ -826,7 +848,7 @@ BEGIN
         UPDATE attempts t SET state = 'succeeded', status = p_status[i - 1 + array_position(run, t.id)],
             error = p_error[i - 1 + array_position(run, t.id)], finished_at = p_ended_at[i - 1 + array_position(run, t.id)],
             claimed_by = NULL, recorded_seq = nextval('outcome_order')
-          WHERE t.id = ANY(run) AND ${held.mine("t.")}
+          WHERE t.id = ANY(run) AND ${held.mine("t.", "p_owner")}
           RETURNING t.id, t.webhook_id),
       reset AS (
         UPDATE webhooks SET consecutive_failures = 0
@@ -848,7 +870,7 @@ BEGIN
         state = CASE WHEN p_cancelled[i] THEN 'cancelled' WHEN p_ok[i] THEN 'succeeded' ELSE 'failed' END,
         status = p_status[i], error = p_error[i], finished_at = p_ended_at[i], claimed_by = NULL,
         recorded_seq = CASE WHEN p_cancelled[i] THEN NULL ELSE nextval('outcome_order') END
-      WHERE id = p_attempts[i] AND ${held.mine("")}
+      WHERE id = p_attempts[i] AND ${held.mine("", "p_owner")}
       RETURNING * INTO a;
     IF NOT FOUND THEN
       ended := 'stale';

@@ -4,6 +4,7 @@ import { createPartnerClient, loadDeliveryRules, type EventName } from "@partner
 import { Agent } from "undici";
 import { afterEach } from "vitest";
 import { createClock } from "../../src/server/clock.js";
+import { HeldClaims } from "../../src/server/delivery/held.js";
 import type { PartsContext } from "../../src/server/delivery/parts.js";
 import { loadConfig, startServer, type RunningServer, type ServerOptions } from "../../src/server/index.js";
 import { addressPolicy } from "../../src/server/ssrf.js";
@@ -57,7 +58,7 @@ export function partsContext(given: Partial<PartsContext> = {}): PartsContext {
     rules: loadDeliveryRules(),
     owner: "test",
     leaseMs: 10_000,
-    held: new Set(),
+    held: new HeldClaims(),
     dispatcher: given.dispatcher ?? new Agent(),
     attemptTimeoutRealMs: 1000,
     addressPolicy: addressPolicy({ allowLoopback: true }),

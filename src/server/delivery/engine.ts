@@ -3,10 +3,11 @@
 // restart resumes the schedule; claims are leases, so several servers can share one PostgreSQL.
 import type { DeliveryRules, EventName } from "@partner-platform/sdk";
 import type { Clock } from "../clock.js";
-import { NEXT_DUE_AT, type Db, type Queryable } from "../store.js";
+import { claimCalls, NEXT_DUE_AT, type Db, type Queryable } from "../store.js";
 import { createBatcher } from "./batches.js";
 import { createDeadlines } from "./deadlines.js";
 import { composeDisableMail } from "./mail.js";
+import type { HeldClaims } from "./held.js";
 import { endOf, memoized, type AdvanceSteps, type ClaimedAttempt, type DeliveryParts, type NewEvent, type Outcome, type Recorded } from "./parts.js";
 import { originShares } from "./share.js";
 
@@ -25,8 +26,8 @@ export interface EngineOptions {
   owner: string;
   /** Real ms after which another process's claim is taken over. */
   leaseMs: number;
-  /** Where the engine keeps the attempts it has claimed and not yet recorded (the parts read it: PartsContext.held). */
-  held: Set<string>;
+  /** Where the engine keeps the attempts it has claimed and not yet recorded (the parts' too: PartsContext.held). */
+  held: HeldClaims;
   contactEmailFor: (clientId: string) => string | undefined;
   /** Each attempt's outcome once recorded, for the server's log. */
   outcomeLog?: (outcome: { webhookId: string; attemptId: string; attempt: number; ok: boolean; status?: number; error?: string; recorded: string }) => void;
@@ -270,13 +271,15 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
    * again, until it stopped. Held in memory, it is claimed again once it is no longer held.
    */
   const held = options.held;
+  /** Claims held in memory, not written (D41): nothing to renew or hand back. */
+  const claimsInMemory = claimCalls(db).inMemory;
 
   async function recordOrHandBack(batch: Outcome[]): Promise<Recorded[]> {
     try {
       return await parts.record(batch);
     } catch (error) {
       // Claims held in memory are handed back as they are let go (run(): held.delete).
-      if (db.exclusive) throw error;
+      if (claimsInMemory) throw error;
       await db
         .query("UPDATE attempts SET state = 'pending', claimed_by = NULL WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND state = 'in_flight'", [
           batch.map((o) => o.attemptId),
@@ -607,7 +610,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   /** Clock time the next attempt or lead (after clock time `after`, if given) falls due. */
   async function nextDueAt(after = Number.MIN_SAFE_INTEGER): Promise<number | undefined> {
     // Attempts held in memory are still pending in the store, due already: not the next to fall due.
-    const { rows } = await db.query<{ at: string | null }>(NEXT_DUE_AT, [after, db.exclusive ? [...held] : []]);
+    const { rows } = await db.query<{ at: string | null }>(NEXT_DUE_AT, [after, claimsInMemory ? [...held] : []]);
     return rows[0]?.at === null || rows[0]?.at === undefined ? undefined : Number(rows[0].at);
   }
 
@@ -722,7 +725,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
       renewal = setInterval(() => {
         const now = Date.now();
         // Held in memory, a claim has no lease to renew.
-        if (held.size === 0 || db.exclusive) return;
+        if (held.size === 0 || claimsInMemory) return;
         renewing ??= db
           .query("UPDATE attempts SET claimed_at = $1 WHERE id = ANY($4::bigint[]) AND state = 'in_flight' AND claimed_by = $2 AND claimed_at < $3", [
             now,

@@ -3,3 +3,4 @@ export { createDeliveryEngine, DELIVERY_DEFAULTS, type DeliveryEngine, type Emit
 export { composeDisableMail, type DisabledWebhook } from "./mail.js";
 export * from "./parts.js";
 export type { AttemptSignal } from "./deadlines.js";
+export { HeldClaims } from "./held.js";

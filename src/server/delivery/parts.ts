@@ -8,8 +8,9 @@ import { newEventId, signPayload, type DeliveryRules, type EventName } from "@pa
 import { answerOf, explainedAnswerError } from "../../sender.js";
 import type { Clock } from "../clock.js";
 import type { AddressPolicy } from "../ssrf.js";
-import { claimFunctions, EXPIRE_DUE_LEADS, secretFromStore, type Db, type Queryable } from "../store.js";
+import { claimCalls, EXPIRE_DUE_LEADS, secretFromStore, type Db, type Queryable } from "../store.js";
 import type { AttemptSignal } from "./deadlines.js";
+import type { HeldClaims } from "./held.js";
 
 /** What every part may use. */
 export interface PartsContext {
@@ -22,9 +23,10 @@ export interface PartsContext {
   leaseMs: number;
   /**
    * The attempts this process has claimed and not yet recorded (the engine's): on a store only this
-   * process uses, claims are held here rather than written (D41), and a claim leaves them out.
+   * process uses, claims are held here rather than written (D41), and a claim leaves them out. A
+   * claim is noted through it (`claiming`), and a record issued through it (`recording`).
    */
-  held: ReadonlySet<string>;
+  held: HeldClaims;
   /** Pools connections per receiver and trusts extra CAs. */
   dispatcher: Dispatcher;
   /** PEM of the extra CAs the dispatcher trusts besides the public ones (a conformance receiver's), if any. */
@@ -178,22 +180,8 @@ const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"
 
 export function defaultParts(ctx: PartsContext): DeliveryParts {
   const { db, clock, rules } = ctx;
-  // Claims written as leases, or held in this process's memory (D41): the same parameters, and the ids held.
-  const claims = claimFunctions(db);
-  const heldParam = (): unknown[] => (claims.inMemory ? [[...ctx.held]] : []);
-  /**
-   * Held in memory, the claim under way and what the last claim took: its attempts are held only once
-   * the engine has its answer. A record waits for a claim under way and spares what it took as well:
-   * issued meanwhile, with the ids held before it, a disabling cancelled the attempts that claim took,
-   * which were made anyway and then found cancelled (recorded as stale).
-   */
-  let claimUnderWay: Promise<unknown> | undefined;
-  let lastTaken: string[] = [];
-  const heldWhenRecording = async (): Promise<unknown[]> => {
-    if (!claims.inMemory) return [];
-    while (claimUnderWay) await claimUnderWay;
-    return [[...ctx.held, ...lastTaken]];
-  };
+  // Claims written as leases, or held in this process's memory (D41): then each call names the ids held last.
+  const claims = claimCalls(db);
   const signatureHeader = rules.signatureHeader.toLowerCase();
   // A webhook's URL is checked on each attempt (the policy may be stricter than at registration): the
   // same answer for the same URL, parsed once.
@@ -216,7 +204,7 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
     const { origin, path } = targetOf(url);
     return { origin, path, method: rules.method, body, headers: { "content-type": rules.contentType, [signatureHeader]: signature }, timeoutMs: ctx.attemptTimeoutRealMs };
   };
-  /** Claims what is due (DeliveryParts.claim); held in memory, notes what it took (lastTaken). */
+  /** Claims what is due (DeliveryParts.claim). */
   async function claimDue(now: number, limit: number, spread = { busy: [] as string[], perWebhook: limit }): Promise<ClaimedAttempt[]> {
     const realNow = Date.now();
     const { rows } = await db.query<{
@@ -229,10 +217,9 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       secret: string | null;
       webhook_status: string | null;
     }>(
-      // claim_due_attempts or claim_held_attempts (store.ts): the statement's plan is made once per
-      // connection, not per claim. Its rows: each claimed webhook's (id null), then the attempts.
-      `SELECT * FROM ${claims.claim}($1, $2, $3, $4, $5, $6, $7${claims.inMemory ? ", $8" : ""})`,
-      [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy, ...heldParam()],
+      // Its rows: each claimed webhook's (id null), then the attempts.
+      claims.claim,
+      [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy, ...(claims.inMemory ? [[...ctx.held]] : [])],
     );
     const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
     const taken: ClaimedAttempt[] = rows.flatMap((r) => {
@@ -241,7 +228,6 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       const w = webhooks.get(r.webhook_id);
       return [{ id: String(r.id), webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret == null ? null : secretFromStore(w.secret), webhookStatus: w?.webhook_status ?? null, body: r.body }];
     });
-    if (claims.inMemory) lastTaken = taken.map((a) => a.id);
     return taken;
   }
 
@@ -280,17 +266,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       await tx.query("UPDATE leads SET status = $1 WHERE id = $2 AND business_id = $3 AND status IN ('new', 'responded')", [lead.status, lead.id, lead.businessId]);
     },
 
-    claim(now, limit, spread) {
-      const claimed = claimDue(now, limit, spread);
-      if (claims.inMemory) {
-        const over = () => {
-          if (claimUnderWay === underWay) claimUnderWay = undefined;
-        };
-        const underWay: Promise<void> = claimed.then(over, over);
-        claimUnderWay = underWay;
-      }
-      return claimed;
-    },
+    // Held in memory, a record waits for a claim under way and spares what it took (HeldClaims).
+    claim: (now, limit, spread) => (claims.inMemory ? ctx.held.claiming(claimDue(now, limit, spread)) : claimDue(now, limit, spread)),
     deliverable: (a) => a.url !== null && a.secret !== null && a.body !== null && a.webhookStatus === "enabled",
 
     async sign(a) {
@@ -318,23 +295,21 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
 
     async record(outcomes) {
       const column = <T>(pick: (o: Outcome) => T) => outcomes.map(pick);
-      const { rows } = await db.query<{ place: number; ended: Recorded }>(
-        // Rows only for the outcomes not recorded as succeeded, by their place in the batch (store.ts).
-        `SELECT place, ended FROM ${claims.record}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10${claims.inMemory ? ", $11" : ""})`,
-        [
-          column((o) => o.attemptId),
-          column((o) => o.webhookId),
-          column((o) => o.ok),
-          column((o) => o.cancelled),
-          column((o) => o.status ?? null),
-          column((o) => o.error ?? null),
-          column((o) => o.endedAt),
-          column((o) => o.retryAt ?? null),
-          ctx.owner,
-          rules.disableAfterConsecutiveFailures,
-          ...(await heldWhenRecording()),
-        ],
-      );
+      const params = [
+        column((o) => o.attemptId),
+        column((o) => o.webhookId),
+        column((o) => o.ok),
+        column((o) => o.cancelled),
+        column((o) => o.status ?? null),
+        column((o) => o.error ?? null),
+        column((o) => o.endedAt),
+        column((o) => o.retryAt ?? null),
+        ctx.owner,
+        rules.disableAfterConsecutiveFailures,
+      ];
+      // Rows only for the outcomes not recorded as succeeded, by their place in the batch (store.ts).
+      const recording = (held: unknown[]) => db.query<{ place: number; ended: Recorded }>(claims.record, [...params, ...held]);
+      const { rows } = await (claims.inMemory ? ctx.held.recording((spared) => recording([spared])) : recording([]));
       const ended = outcomes.map((): Recorded => "succeeded");
       for (const r of rows) ended[r.place - 1] = r.ended;
       return ended;
