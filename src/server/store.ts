@@ -759,6 +759,8 @@ interface ClaimsHeld {
   /** A condition leaving out the attempts the process holds, by their `id` column, after AND. */
   notHeld: (id: string) => string;
 }
+/** After AND: `id` is none of the ids of the array `ids`. NOT IN a subquery: hashed once per statement (<> ALL compared each row with every id). */
+const notAmong = (id: string, ids: string) => ` AND ${id} NOT IN (SELECT unnest(${ids}))`;
 const CLAIMS_WRITTEN: ClaimsHeld = {
   inMemory: false,
   claim: "claim_due_attempts",
@@ -773,8 +775,7 @@ const CLAIMS_IN_MEMORY: ClaimsHeld = {
   record: "record_held_outcomes",
   heldParam: ", p_held bigint[]",
   mine: (row) => `${row}state || '' = 'pending'`,
-  // NOT IN a subquery: hashed once per statement (<> ALL compared each row with every id held).
-  notHeld: (id) => ` AND ${id} NOT IN (SELECT unnest(p_held))`,
+  notHeld: (id) => notAmong(id, "p_held"),
 };
 /** How a process claims attempts and records their outcomes on a store, as the store holds claims (D41). */
 export interface ClaimCalls {
@@ -1101,12 +1102,6 @@ const PICKED = `claimed AS (
     SELECT id, event_id, webhook_id, attempt, due_at FROM attempts WHERE id = ANY(chosen) AND state || '' = 'pending')`;
 
 /**
- * What each pass of the delivery loop asks of the leads and the queue (D19): which open leads are due
- * (expired, each with the status it had), and when the next attempt or lead falls due after $1, the
- * attempts of $2 left out (claims held in memory, D41: pending in the store, and due already). Both read
- * the open leads through leads_open_expiry.
- */
-/**
  * A webhook's secret as the webhooks table holds it. PostgreSQL's text holds no U+0000, which a secret
  * may have (D2: any code point): such a secret is kept as the base64 of its UTF-8 bytes after 257 "=",
  * longer than any secret as sent (256 code points at most), so that no secret is ever read as encoded.
@@ -1117,6 +1112,12 @@ export const storedSecret = (secret: string): string => (secret.includes("\0") ?
 export const secretFromStore = (stored: string): string =>
   stored.length > 256 && stored.startsWith(ENCODED_SECRET) ? Buffer.from(stored.slice(ENCODED_SECRET.length), "base64").toString("utf8") : stored;
 
+/**
+ * What each pass of the delivery loop asks of the leads and the queue (D19): which open leads are due
+ * (expired, each with the status it had), and when the next attempt or lead falls due after $1, the
+ * attempts of $2 left out (claims held in memory, D41: pending in the store, and due already). Both read
+ * the open leads through leads_open_expiry.
+ */
 export const EXPIRE_DUE_LEADS = `
 UPDATE leads SET status = 'expired' FROM (
   SELECT id, status FROM leads WHERE expires_at <= $1 AND status IN ('new', 'responded') FOR UPDATE SKIP LOCKED) AS previous
@@ -1124,7 +1125,7 @@ WHERE leads.id = previous.id
 RETURNING leads.id, leads.business_id, previous.status AS previous_status, leads.created_at, leads.expires_at`;
 export const NEXT_DUE_AT = `
 SELECT LEAST(
-  (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1 AND id NOT IN (SELECT unnest($2::bigint[]))),
+  (SELECT MIN(due_at) FROM attempts WHERE state = 'pending' AND due_at > $1${notAmong("id", "$2::bigint[]")}),
   (SELECT MIN(expires_at) FROM leads WHERE status IN ('new', 'responded') AND expires_at > $1)) AS at`;
 
 /** What servers starting together on one database take turns on (migrations, the owners). */

@@ -24,15 +24,13 @@ export class HeldClaims implements Iterable<string> {
 
   /** Notes a claim under way, whose answer is the ids it took first (records wait for it: `recording`). */
   claiming<T extends { id: string }>(claim: Promise<T[]>): Promise<T[]> {
-    const underWay: Promise<unknown> = claim.then(
-      (taken) => {
-        this.#lastTaken = taken.map((a) => a.id);
-        if (this.#claimUnderWay === underWay) this.#claimUnderWay = undefined;
-      },
-      () => {
-        if (this.#claimUnderWay === underWay) this.#claimUnderWay = undefined;
-      },
-    );
+    const over = () => {
+      if (this.#claimUnderWay === underWay) this.#claimUnderWay = undefined;
+    };
+    const underWay: Promise<void> = claim.then((taken) => {
+      this.#lastTaken = taken.map((a) => a.id);
+      over();
+    }, over);
     this.#claimUnderWay = underWay;
     return claim;
   }

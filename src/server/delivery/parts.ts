@@ -222,13 +222,12 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
       [now, ctx.owner, realNow, realNow - ctx.leaseMs, limit, spread.perWebhook, spread.busy, ...(claims.inMemory ? [[...ctx.held]] : [])],
     );
     const webhooks = new Map(rows.filter((r) => r.id === null).map((r) => [r.webhook_id, r]));
-    const taken: ClaimedAttempt[] = rows.flatMap((r) => {
+    return rows.flatMap((r) => {
       if (r.id === null) return [];
       // A webhook deleted meanwhile has no row: its attempts are not deliverable.
       const w = webhooks.get(r.webhook_id);
       return [{ id: String(r.id), webhookId: r.webhook_id, attempt: r.attempt, url: w?.url ?? null, secret: w?.secret == null ? null : secretFromStore(w.secret), webhookStatus: w?.webhook_status ?? null, body: r.body }];
     });
-    return taken;
   }
 
   return {
@@ -308,8 +307,8 @@ export function defaultParts(ctx: PartsContext): DeliveryParts {
         rules.disableAfterConsecutiveFailures,
       ];
       // Rows only for the outcomes not recorded as succeeded, by their place in the batch (store.ts).
-      const recording = (held: unknown[]) => db.query<{ place: number; ended: Recorded }>(claims.record, [...params, ...held]);
-      const { rows } = await (claims.inMemory ? ctx.held.recording((spared) => recording([spared])) : recording([]));
+      const recording = (...spared: string[][]) => db.query<{ place: number; ended: Recorded }>(claims.record, [...params, ...spared]);
+      const { rows } = await (claims.inMemory ? ctx.held.recording(recording) : recording());
       const ended = outcomes.map((): Recorded => "succeeded");
       for (const r of rows) ended[r.place - 1] = r.ended;
       return ended;
