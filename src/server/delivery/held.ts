@@ -8,6 +8,8 @@ export class HeldClaims implements Iterable<string> {
   /** The claim under way, and what the last claim took: those are held once the engine has the claim's answer. */
   #claimUnderWay: Promise<unknown> | undefined;
   #lastTaken: readonly string[] = [];
+  /** Records waiting for the claim under way to settle. */
+  readonly #recordsWaiting: (() => void)[] = [];
 
   get size(): number {
     return this.#ids.size;
@@ -24,26 +26,39 @@ export class HeldClaims implements Iterable<string> {
 
   /** Notes a claim under way, whose answer is the ids it took first (records wait for it: `recording`). */
   claiming<T extends { id: string }>(claim: Promise<T[]>): Promise<T[]> {
-    const over = () => {
-      if (this.#claimUnderWay === underWay) this.#claimUnderWay = undefined;
+    const over = (taken?: T[]) => {
+      if (taken) this.#lastTaken = taken.map((a) => a.id);
+      if (this.#claimUnderWay !== underWay) return;
+      this.#claimUnderWay = undefined;
+      // In the claim's own settlement, before whoever awaits the claim can issue the next one.
+      const waiting = this.#recordsWaiting.splice(0);
+      for (const issue of waiting) issue();
     };
-    const underWay: Promise<void> = claim.then((taken) => {
-      this.#lastTaken = taken.map((a) => a.id);
-      over();
-    }, over);
+    const underWay: Promise<void> = claim.then(over, () => over());
     this.#claimUnderWay = underWay;
     return claim;
   }
 
   /**
    * Issues a record (`issue`) with the attempts a disabling in it must spare: those held, and those the
-   * last claim took. It waits for a claim under way, then issues at once, in the same turn: the store runs
-   * statements in the order they were issued, so no claim comes between. Issued meanwhile with the ids
-   * held before, a disabling cancelled the attempts that claim had just taken, which were made anyway and
-   * then found cancelled (recorded as stale).
+   * last claim took. With a claim under way it is issued in that claim's settlement, before anything
+   * that awaits the claim runs: the store runs statements in the order they were issued, so no claim
+   * comes between. Issued before the claim's answer with the ids held then, a disabling cancelled the
+   * attempts that claim had just taken, which were made anyway and then found cancelled (recorded as
+   * stale); awaited after it, the record was issued a turn later, behind the engine's next claim, again
+   * and again in a backlog (a 100k backlog drained at a fifth of its rate).
    */
-  async recording<T>(issue: (spared: string[]) => Promise<T>): Promise<T> {
-    while (this.#claimUnderWay) await this.#claimUnderWay;
-    return issue([...this.#ids, ...this.#lastTaken]);
+  recording<T>(issue: (spared: string[]) => Promise<T>): Promise<T> {
+    const now = () => issue([...this.#ids, ...this.#lastTaken]);
+    if (!this.#claimUnderWay) return now();
+    return new Promise<T>((resolve, reject) =>
+      this.#recordsWaiting.push(() => {
+        try {
+          now().then(resolve, reject);
+        } catch (error) {
+          reject(error as Error);
+        }
+      }),
+    );
   }
 }
