@@ -1,7 +1,12 @@
-import { describe, expect, it } from "vitest";
-import type { ClaimedAttempt } from "../../src/server/delivery/parts.js";
+import { describe, expect, it, vi } from "vitest";
+import type { ClaimedAttempt, Outcome, Recorded } from "../../src/server/delivery/parts.js";
 import { createPlaces } from "../../src/server/delivery/places.js";
-import { WantedTimes } from "../../src/server/delivery/wakeups.js";
+import { createRecorder } from "../../src/server/delivery/recorder.js";
+import { Kicks, WantedTimes } from "../../src/server/delivery/wakeups.js";
+import type { Db } from "../../src/server/store.js";
+
+// The delivery engine's small parts, each alone (src/server/delivery/): what the integration tests show
+// only through a server.
 
 // The engine's bounds on its claims (D40, D44), with the server's defaults: 256 places, 32 connections
 // per origin, 16 attempts per webhook at once.
@@ -100,5 +105,86 @@ describe("the times the loop was asked to run at", () => {
     expect(wanted.lookUp).toBe(true);
     wanted.reset();
     expect([wanted.at, wanted.lookUp]).toEqual([Infinity, false]);
+  });
+});
+
+describe("a waiting run's kicks", () => {
+  it("keeps a kick that came while nobody waited for the next wait, unless a claim forgot it", async () => {
+    const kicks = new Kicks();
+    kicks.kick();
+    await kicks.kicked();
+    kicks.kick();
+    kicks.forget();
+    vi.useFakeTimers();
+    try {
+      let woken = false;
+      const wait = kicks.kicked(1000).then(() => (woken = true));
+      await vi.advanceTimersByTimeAsync(999);
+      expect(woken).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      await wait;
+      expect(woken).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("recording outcomes (D7)", () => {
+  const outcome = (id: string): Outcome => ({ attemptId: id, webhookId: "w1", ok: true, cancelled: false, endedAt: 0 });
+  function recorder(underWay: () => number, record?: (o: Outcome[]) => Promise<Recorded[]>) {
+    const batches: string[][] = [];
+    const queries: unknown[][] = [];
+    const db = { query: async (...args: unknown[]) => (queries.push(args), { rows: [] }) } as unknown as Db;
+    const r = createRecorder({
+      db,
+      record: record ?? (async (outcomes) => (batches.push(outcomes.map((o) => o.attemptId)), outcomes.map((): Recorded => "succeeded"))),
+      owner: "server-1",
+      claimsInMemory: false,
+      underWay,
+      log: () => undefined,
+    });
+    return { r, batches, queries };
+  }
+
+  it("records the outcomes of attempts ending together in one statement, as soon as no attempt is left to end", async () => {
+    vi.useFakeTimers();
+    try {
+      let underWay = 2;
+      const { r, batches } = recorder(() => underWay);
+      void r.record(outcome("a1"));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(batches).toEqual([]);
+      underWay = 0;
+      void r.record(outcome("a2"));
+      // Not a millisecond later: the wait ends with the last attempt's outcome.
+      await vi.advanceTimersByTimeAsync(0);
+      expect(batches).toEqual([["a1", "a2"]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("waits 30 ms at most for more while attempts are under way", async () => {
+    vi.useFakeTimers();
+    try {
+      const { r, batches } = recorder(() => 1);
+      const recorded = r.record(outcome("a1"));
+      await vi.advanceTimersByTimeAsync(29);
+      expect(batches).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await recorded).toBe("succeeded");
+      expect(batches).toEqual([["a1"]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("hands a batch it could not record back to the queue, claimed by this server only, and fails its outcomes", async () => {
+    const { r, queries } = recorder(() => 0, () => Promise.reject(new Error("disk full")));
+    await expect(r.record(outcome("a1"))).rejects.toThrow("disk full");
+    expect(queries).toHaveLength(1);
+    expect(queries[0]![0]).toMatch(/^UPDATE attempts SET state = 'pending', claimed_by = NULL/);
+    expect(queries[0]![1]).toEqual([["a1"], "server-1"]);
   });
 });
