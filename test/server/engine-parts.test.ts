@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ClaimedAttempt, Outcome, Recorded } from "../../src/server/delivery/parts.js";
 import { createPlaces } from "../../src/server/delivery/places.js";
 import { createRecorder } from "../../src/server/delivery/recorder.js";
@@ -7,6 +7,7 @@ import type { Db } from "../../src/server/store.js";
 
 // The delivery engine's small parts, each alone (src/server/delivery/): what the integration tests show
 // only through a server.
+afterEach(() => vi.useRealTimers());
 
 // The engine's bounds on its claims (D40, D44), with the server's defaults: 256 places, 32 connections
 // per origin, 16 attempts per webhook at once.
@@ -116,17 +117,13 @@ describe("a waiting run's kicks", () => {
     kicks.kick();
     kicks.forget();
     vi.useFakeTimers();
-    try {
-      let woken = false;
-      const wait = kicks.kicked(1000).then(() => (woken = true));
-      await vi.advanceTimersByTimeAsync(999);
-      expect(woken).toBe(false);
-      await vi.advanceTimersByTimeAsync(1);
-      await wait;
-      expect(woken).toBe(true);
-    } finally {
-      vi.useRealTimers();
-    }
+    let woken = false;
+    const wait = kicks.kicked(1000).then(() => (woken = true));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(woken).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await wait;
+    expect(woken).toBe(true);
   });
 });
 
@@ -149,35 +146,27 @@ describe("recording outcomes (D7)", () => {
 
   it("records the outcomes of attempts ending together in one statement, as soon as no attempt is left to end", async () => {
     vi.useFakeTimers();
-    try {
-      let underWay = 2;
-      const { r, batches } = recorder(() => underWay);
-      void r.record(outcome("a1"));
-      await vi.advanceTimersByTimeAsync(0);
-      expect(batches).toEqual([]);
-      underWay = 0;
-      void r.record(outcome("a2"));
-      // Not a millisecond later: the wait ends with the last attempt's outcome.
-      await vi.advanceTimersByTimeAsync(0);
-      expect(batches).toEqual([["a1", "a2"]]);
-    } finally {
-      vi.useRealTimers();
-    }
+    let underWay = 2;
+    const { r, batches } = recorder(() => underWay);
+    void r.record(outcome("a1"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(batches).toEqual([]);
+    underWay = 0;
+    void r.record(outcome("a2"));
+    // Not a millisecond later: the wait ends with the last attempt's outcome.
+    await vi.advanceTimersByTimeAsync(0);
+    expect(batches).toEqual([["a1", "a2"]]);
   });
 
   it("waits 30 ms at most for more while attempts are under way", async () => {
     vi.useFakeTimers();
-    try {
-      const { r, batches } = recorder(() => 1);
-      const recorded = r.record(outcome("a1"));
-      await vi.advanceTimersByTimeAsync(29);
-      expect(batches).toEqual([]);
-      await vi.advanceTimersByTimeAsync(1);
-      expect(await recorded).toBe("succeeded");
-      expect(batches).toEqual([["a1"]]);
-    } finally {
-      vi.useRealTimers();
-    }
+    const { r, batches } = recorder(() => 1);
+    const recorded = r.record(outcome("a1"));
+    await vi.advanceTimersByTimeAsync(29);
+    expect(batches).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await recorded).toBe("succeeded");
+    expect(batches).toEqual([["a1"]]);
   });
 
   it("hands a batch it could not record back to the queue, claimed by this server only, and fails its outcomes", async () => {

@@ -16,8 +16,6 @@ import { createRecorder } from "./recorder.js";
 import { createClaimRenewal } from "./renewal.js";
 import { Kicks, WantedTimes } from "./wakeups.js";
 
-export type { Emit } from "./events.js";
-
 /**
  * The delivery engine's defaults (D40, D44): connections per origin (host:port), attempts claimed and
  * under way at once, and attempts to one webhook at once (its share while it is alone at its origin).
@@ -304,6 +302,10 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
   async function handBackOrphans(): Promise<void> {
     if (Date.now() - orphansCheckedAt <= 5000) return;
     orphansCheckedAt = Date.now();
+    await handBackOrphansNow();
+  }
+
+  async function handBackOrphansNow(): Promise<void> {
     const handedBack = await db.handBackOrphans(options.owner);
     if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
   }
@@ -362,8 +364,7 @@ export function createDeliveryEngine(options: EngineOptions): DeliveryEngine {
     },
     async start() {
       // Attempts in flight when a process died (kill -9) are made again now, not after their lease.
-      const handedBack = await db.handBackOrphans(options.owner);
-      if (handedBack) options.log(`${handedBack} attempts left in flight by a stopped process are queued again`);
+      await handBackOrphansNow();
       stopped = false;
       if (!claimsInMemory) renewal.start();
       wake();

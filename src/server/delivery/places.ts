@@ -2,8 +2,7 @@
 // which webhooks, and when a claimed attempt may start (its webhook's share of its origin's connections,
 // share.ts). Claims come in batches and leave out the webhooks that have enough claimed already; the end
 // of an attempt that makes room, or lets such a webhook take more, calls `onRoom` (the engine claims).
-import type { ClaimedAttempt } from "./parts.js";
-import { memoized } from "./parts.js";
+import { memoized, type ClaimedAttempt } from "./parts.js";
 import { originShares } from "./share.js";
 
 /** What the next claim may take (DeliveryParts.claim's `limit` and `spread`). */
