@@ -39,7 +39,9 @@ const bench: Bench = async () => {
     const { origin, ca } = await receiver.call<{ origin: string; ca: string }>("info");
     writeFileSync(path.join(dir, "ca.pem"), ca);
     const extra = (process.env.BENCH_SERVE_ARGS ?? "").split(" ").filter(Boolean);
-    serve = await startServe(["--port", "0", "--conformance", "--webhook-ca", path.join(dir, "ca.pem"), "--clock", `scaled:${SCALE}`, ...extra]);
+    // The receiver's CA trusted as a deployment trusts its receivers' (the default trust, given the CA by
+    // NODE_EXTRA_CA_CERTS), not by --webhook-ca: the TLS path most servers take.
+    serve = await startServe(["--port", "0", "--conformance", "--clock", `scaled:${SCALE}`, ...extra], { NODE_EXTRA_CA_CERTS: path.join(dir, "ca.pem") });
     const pid = serve.child.pid!;
     const idleMb = watchRss(pid).stop();
     const origins = [origin, ...(ORIGINS > 1 ? await receiver.call<string[]>("origins", ORIGINS - 1) : [])];

@@ -1,11 +1,11 @@
 // The reference server: `startServer(options)` from code, `partner-platform serve` from the CLI.
-import { createSecureContext, rootCertificates } from "node:tls";
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import nodemailer from "nodemailer";
 import { Agent } from "undici";
 import { loadDeliveryRules, type DeliveryRules } from "@partner-platform/sdk";
 import { loadConformanceRules } from "../spec.js";
+import { tlsTrust } from "../sender.js";
 import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { createApp, type RegistrationOverride, type Timeouts } from "./app.js";
@@ -198,8 +198,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     connect: {
       timeout: timeoutMs,
       lookup: addresses.lookup,
-      // One context for every connection: passing `ca` would parse the ~140 public roots on each one.
-      ...(options.webhookCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.webhookCa] }) } : {}),
+      ...tlsTrust({ ca: options.webhookCa }),
     },
   });
   const owner = await db.claimOwner();
