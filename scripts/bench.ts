@@ -31,8 +31,15 @@ for (const file of files) {
     continue;
   }
   const bench = ((await import(pathToFileURL(path.join(dir, file)).href)) as { default: Bench }).default;
-  for (const result of await bench()) {
-    const target = result.target ? `   (target ${result.target})` : "";
-    process.stdout.write(`${name.padEnd(12)} ${result.name}: ${result.value}${target}\n`);
+  try {
+    for (const result of await bench()) {
+      const target = result.target ? `   (target ${result.target})` : "";
+      process.stdout.write(`${name.padEnd(12)} ${result.name}: ${result.value}${target}\n`);
+    }
+  } catch (error) {
+    // One line for what stopped it (a BENCH_ variable it refuses, a process that did not start). No other
+    // bench runs: processes the stopped one left would take their CPU; exiting ends them (procs.ts).
+    process.stderr.write(`${name.padEnd(12)} stopped: ${(error as Error).message}\n`);
+    process.exit(1);
   }
 }

@@ -1,7 +1,7 @@
 // Processes of the delivery benchmarks: each arm runs in a process of its own (receiver, reference
 // server, load generator, bare loop), driven over IPC, and measured from outside through /proc.
 import { fork, spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { once } from "node:events";
 
@@ -99,9 +99,22 @@ export function serveCalls(handlers: Record<string, (args: any) => unknown>): vo
   process.on("disconnect", () => process.exit(0));
 }
 
+/**
+ * How `serve` is started: from the checkout's sources through tsx (the default: no build step), or with
+ * BENCH_SERVE_FROM=dist from what `npm run build` wrote, the code an installed package runs.
+ */
+function serveCommand(): string[] {
+  const from = process.env.BENCH_SERVE_FROM ?? "checkout";
+  if (from === "checkout") return ["--import", "tsx", path.join(root, "src/cli/main.ts")];
+  const built = path.join(root, "dist/src/cli/main.js");
+  if (from !== "dist") throw new Error(`BENCH_SERVE_FROM is checkout or dist, not ${JSON.stringify(from)}`);
+  if (!existsSync(built)) throw new Error(`BENCH_SERVE_FROM=dist runs ${path.relative(root, built)}: run \`npm run build\` first`);
+  return [built];
+}
+
 /** `partner-platform serve` as a user runs it (the CLI, in a process of its own); resolves once it listens. */
 export async function startServe(args: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stderr(): string; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [...(process.env.BENCH_SERVE_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", path.join(root, "src/cli/main.ts"), "serve", ...args], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_SERVE_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...serveCommand(), "serve", ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
