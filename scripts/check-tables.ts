@@ -42,6 +42,19 @@ export function unprovenChecks(suite: Suite): string[] {
   return [...killersByCheck(suite)].filter(([, killers]) => killers.length === 0).map(([id]) => id);
 }
 
+/**
+ * The check ids the expected-failures file names wrongly: no such check (a `mayAlsoFail` one would pass
+ * unseen), or one listed both as failing and as one that may also fail.
+ */
+export function misnamedChecks(suite: Suite): { unknown: string[]; both: string[] } {
+  const ids = new Set(suite.checks.map((c) => c.id));
+  const variants = Object.values(variantsOf(suite));
+  return {
+    unknown: variants.flatMap((v) => [...v.fails, ...Object.keys(v.mayAlsoFail ?? {})]).filter((id) => !ids.has(id)),
+    both: variants.flatMap((v) => v.fails.filter((id) => Object.hasOwn(v.mayAlsoFail ?? {}, id))),
+  };
+}
+
 export function checkTable(suite: Suite): string {
   const variants = variantsOf(suite);
   const killers = killersByCheck(suite, variants);

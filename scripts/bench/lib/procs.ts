@@ -106,8 +106,8 @@ export function serveCalls(handlers: Record<string, (args: any) => unknown>): vo
 function serveCommand(): string[] {
   const from = process.env.BENCH_SERVE_FROM ?? "checkout";
   if (from === "checkout") return ["--import", "tsx", path.join(root, "src/cli/main.ts")];
-  const built = path.join(root, "dist/src/cli/main.js");
   if (from !== "dist") throw new Error(`BENCH_SERVE_FROM is checkout or dist, not ${JSON.stringify(from)}`);
+  const built = path.join(root, "dist/src/cli/main.js");
   if (!existsSync(built)) throw new Error(`BENCH_SERVE_FROM=dist runs ${path.relative(root, built)}: run \`npm run build\` first`);
   return [built];
 }
