@@ -2,8 +2,9 @@
 // loading the CLI's other commands (their servers and databases take seconds to import).
 import { CommanderError } from "commander";
 import { compatCommand } from "../src/cli/compat.js";
+import { oneLineUsageErrors } from "../src/cli/program.js";
 
-const command = compatCommand().exitOverride().showHelpAfterError("(run with --help for usage)");
+const command = oneLineUsageErrors(compatCommand());
 try {
   await command.parseAsync(process.argv);
 } catch (error) {

@@ -121,6 +121,9 @@ export async function loadOrCreateCa(dir: string, notice: (line: string) => void
     const problem = unusable(dir, files);
     if (problem === undefined) return { caCert: readFileSync(files.cert, "utf8"), caKey: readFileSync(files.key, "utf8") };
     notice(`${problem}: made a new CA in ${files.cert}; the implementation must trust it (restart it if it runs already)`);
+  } else {
+    // An implementation started before this run cannot trust it yet: the run will stop saying so.
+    notice(`made a CA in ${files.cert} (the first use of ${dir}); the implementation must trust it (restart it if it runs already)`);
   }
   // Kept across runs, so longer-lived than a per-run CA; each run issues its own short-lived server certificate.
   const ca = await createTestCa(825);

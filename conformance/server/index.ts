@@ -10,7 +10,7 @@ import { serverChecks } from "./checks.js";
 import { clockSettingProblem, type ClockSetting } from "./clock.js";
 import type { Clock } from "./control.js";
 import { createServerContext, type ServerSuiteOptions } from "./context.js";
-import { startImplementation } from "./start.js";
+import { startImplementation, type StartedImplementation } from "./start.js";
 
 export { serverChecks } from "./checks.js";
 export type { ServerSuiteOptions } from "./context.js";
@@ -87,6 +87,12 @@ async function preflightControl(controlUrl: string, clock: ClockSetting): Promis
   }
 }
 
+/** The last line an implementation printed, for a notice: `; its last line: "…"`, or nothing. */
+function lastLine(output: string): string {
+  const line = output.trim().split("\n").at(-1)?.trim();
+  return line ? `; its last line: ${JSON.stringify(line.length > 300 ? `${line.slice(0, 300)}…` : line)}` : ", and it wrote nothing";
+}
+
 export async function certifyServer(options: CertifyServerOptions, run: RunOptions = {}): Promise<SuiteReport> {
   const clockProblem = clockSettingProblem(options.clock);
   if (clockProblem) throw new SetupError(`clock: ${clockProblem}`);
@@ -97,6 +103,7 @@ export async function certifyServer(options: CertifyServerOptions, run: RunOptio
   let receiver: Receiver | undefined;
   let smtp: SmtpSink | undefined;
   let started: { stop(): Promise<void> } | undefined;
+  let command: StartedImplementation | undefined;
   try {
     receiver = await startReceiver({ host: receiverHost, port: options.receiverPort, ca }).catch((error: unknown) => {
       throw listenError(error, "HTTPS receiver", `${receiverHost}:${options.receiverPort ?? 0}`, "--receiver-host/--receiver-port");
@@ -110,7 +117,7 @@ export async function certifyServer(options: CertifyServerOptions, run: RunOptio
       started = server;
       launched = { baseUrl: server.url, authUrl: server.url, controlUrl: server.url };
     } else if (options.start) {
-      started = await startImplementation(options.start, `${options.controlUrl.replace(/\/+$/, "")}/conformance/clock`, {
+      started = command = await startImplementation(options.start, `${options.controlUrl.replace(/\/+$/, "")}/conformance/clock`, {
         caCert: receiver.pki.caCert,
         smtpUrl: smtp.url,
         clock: options.clock,
@@ -126,6 +133,9 @@ export async function certifyServer(options: CertifyServerOptions, run: RunOptio
     await preflightToken({ authUrl: target.authUrl, clientId: target.secondClientId, clientSecret: target.secondClientSecret }, ["webhooks::write"], "--second-client-id/--second-client-secret");
     const ctx = createServerContext(target, receiver, smtp);
     const report = await runChecks("server", target.baseUrl, serverChecks, ctx, run);
+    // Checks that failed because the implementation was gone say only that it did not answer.
+    const ended = command?.ended();
+    if (ended) notice(`certify server: --start: the implementation ${ended} during the run${lastLine(command!.output())}`);
     for (const error of receiver.responderErrors) notice(`certify server: the suite's own code failed while answering a delivery (a fault of the suite; please report it): ${error}`);
     return report;
   } finally {

@@ -9,6 +9,8 @@ import type { ClockSetting } from "./clock.js";
 export interface StartedImplementation {
   /** Everything it printed, for the report when it fails to start. */
   output(): string;
+  /** How the command ended ("exited with code 1"), if it has: before stop(), it ended on its own. */
+  ended(): string | undefined;
   stop(): Promise<void>;
 }
 
@@ -21,10 +23,18 @@ export function suiteEnvironment(caFile: string, smtpUrl: string, clock: ClockSe
   };
 }
 
+/** How the command ended ("exited with code 2", "was killed by SIGKILL"), if it has. */
+function ending(child: ChildProcess): string | undefined {
+  if (child.exitCode !== null) return `exited with code ${child.exitCode}`;
+  if (child.signalCode !== null) return `was killed by ${child.signalCode}`;
+  return undefined;
+}
+
 async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`the implementation exited with code ${child.exitCode} before answering`);
+    const ended = ending(child);
+    if (ended) throw new Error(`the implementation ${ended} before answering`);
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
       await response.body?.cancel();
@@ -38,12 +48,31 @@ async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: n
   throw new Error(`the implementation did not answer ${url} within ${timeoutMs / 1000} s (--start-timeout)`);
 }
 
+/**
+ * Whether something answers `url` already. Then the command's server could not listen there (it would
+ * exit, "port in use") while the one already listening answered the readiness probe and took the run.
+ */
+async function answersAlready(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    await response.body?.cancel();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function startImplementation(
   command: string,
   readyUrl: string,
   env: { caCert: string; smtpUrl: string; clock: ClockSetting },
   timeoutMs = 60_000,
 ): Promise<StartedImplementation> {
+  if (await answersAlready(readyUrl)) {
+    throw new Error(
+      `something answers ${readyUrl} already, before the command has run (a server left running on that port?): stop it, or start the implementation on a free port and give the suite that address (--control-url, --base-url, --auth-url)`,
+    );
+  }
   const dir = await mkdtemp(path.join(tmpdir(), "partner-platform-certify-"));
   const caFile = path.join(dir, "receiver-ca.pem");
   await writeFile(caFile, env.caCert);
@@ -88,9 +117,12 @@ export async function startImplementation(
   };
   try {
     await waitUntilAnswering(readyUrl, child, timeoutMs);
+    // An answer that came as the command ended was not its server's (one started meanwhile on that port).
+    const ended = ending(child);
+    if (ended) throw new Error(`the implementation ${ended} as ${readyUrl} answered`);
   } catch (error) {
     await stop();
     throw new Error(`${(error as Error).message}${output.trim() === "" ? ", and wrote nothing" : `; its output:\n${output.slice(-2000)}`}`);
   }
-  return { output: () => output, stop };
+  return { output: () => output, ended: () => ending(child), stop };
 }

@@ -22,23 +22,35 @@ const subcommands: Record<string, () => Promise<Command>> = {
 export async function createProgram(argv: string[] = []): Promise<Command> {
   const program = new Command("partner-platform")
     .description("Partner Platform v4: mock, webhook tools, reference server and conformance suite.")
-    .version(version)
-    .showHelpAfterError("(run with --help for usage)");
+    .version(version);
   const named = argv[2];
   const wanted = named !== undefined && Object.hasOwn(subcommands, named) ? [named] : Object.keys(subcommands);
   for (const command of await Promise.all(wanted.map((name) => subcommands[name]!()))) program.addCommand(command);
   return program;
 }
 
-/** Runs the CLI; a usage error or a thrown error prints one line and exits non-zero. */
-export async function runCli(argv: string[]): Promise<void> {
-  const program = await createProgram(argv);
-  // addCommand() does not pass exitOverride down: set it on every command so that usage errors reach the catch below.
+/**
+ * Makes every command of `root` throw its usage errors (a CommanderError: exit status 2 in the catch
+ * that runs it) and print each as one line, `partner-platform: <what is wrong>`, like every other error of
+ * the CLI: commander's own begin "error: " and put a suggestion on a line of its own ("(Did you mean
+ * --base-url?)"). The root's own (an unknown command, a missing option) also say where the usage is.
+ * addCommand() passes neither setting down, so each command gets both.
+ */
+export function oneLineUsageErrors(root: Command): Command {
+  const usageLine = (text: string, ofRoot: boolean) =>
+    `partner-platform: ${text.trim().replace(/^(error|partner-platform): /, "").replace(/\s*\n\s*/g, " ")}${ofRoot ? " (run with --help for usage)" : ""}\n`;
   const override = (command: Command): void => {
     command.exitOverride();
+    command.configureOutput({ outputError: (text, write) => write(usageLine(text, command === root)) });
     command.commands.forEach(override);
   };
-  override(program);
+  override(root);
+  return root;
+}
+
+/** Runs the CLI; a usage error or a thrown error prints one line and exits non-zero. */
+export async function runCli(argv: string[]): Promise<void> {
+  const program = oneLineUsageErrors(await createProgram(argv));
   try {
     await program.parseAsync(argv);
   } catch (error) {

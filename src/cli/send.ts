@@ -44,7 +44,7 @@ export function sendCommand(): Command {
     .addOption(new Option("--insecure", "accept any TLS certificate").conflicts("ca"))
     .option("--ca <file>", "also trust this CA certificate (PEM) for HTTPS")
     .action(async (event: string, options: SendFlags, command: Command) => {
-      const usage: (message: string) => never = (message) => command.error(`error: ${message}`, { exitCode: 2 });
+      const usage: (message: string) => never = (message) => command.error(message, { exitCode: 2 });
       if (!eventNames.includes(event as EventName)) usage(`unknown event "${event}"; use one of: ${eventNames.join(", ")}`);
       let data: unknown;
       if (options.data) {

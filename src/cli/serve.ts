@@ -74,11 +74,16 @@ function proxyList(value: string): string[] {
   return entries;
 }
 
-/** The default config's clients, "id / secret (businesses ...)": public demo credentials. */
-const defaultClients = () =>
-  loadConfig()
-    .clients.map((c) => `${c.clientId} / ${c.clientSecret} (businesses ${c.businessIDs.join(", ")})`)
-    .join("; ");
+/** The default config's clients, "id / secret (businesses ...)", with the scopes of one not allowed all: public demo credentials. */
+const defaultClients = () => {
+  const { clients } = loadConfig();
+  const every = new Set(clients.flatMap((c) => c.scopes));
+  const described = clients.map((c) => {
+    const owns = c.businessIDs.length ? `businesses ${c.businessIDs.join(", ")}` : "no businesses";
+    return `${c.clientId} / ${c.clientSecret} (${owns}${c.scopes.length < every.size ? `; scopes ${c.scopes.join(" ")} only` : ""})`;
+  });
+  return { count: clients.length, described: described.join("; ") };
+};
 
 /**
  * V8 lets a heap grow to up to 4x what survived its last full collection before collecting again: at
@@ -138,7 +143,7 @@ export function serveCommand(): Command {
     .addOption(new Option("--log-level <level>", "the log's level (JSON lines on stderr)").choices(logLevels).default("info").env("LOG_LEVEL"))
     .addHelpText(
       "after",
-      `\nWithout --config, two demo clients are configured (src/server/default-config.json): ${defaultClients()}.\n` +
+      `\nWithout --config, ${defaultClients().count} demo clients are configured (src/server/default-config.json): ${defaultClients().described}.\n` +
         "A config file may take a client's secret from the environment (clientSecretEnv) and the SMTP URL from SMTP_URL.",
     )
     .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), DELIVERY_DEFAULTS.maxInFlight)
@@ -152,7 +157,7 @@ export function serveCommand(): Command {
       // Only the Control API advances a virtual clock: without it, retries and expiries would never come.
       if (flags.clock?.mode === "virtual" && !flags.conformance) {
         const from = command.getOptionValueSource("clock") === "env" ? " (from CONFORMANCE_CLOCK)" : "";
-        command.error(`error: option '--clock <mode>' virtual${from} needs --conformance: only its Control API advances a virtual clock`, { exitCode: 2 });
+        command.error(`option '--clock <mode>' virtual${from} needs --conformance: only its Control API advances a virtual clock`, { exitCode: 2 });
       }
       limitHeapGrowth();
       const config = loadConfig(flags.config);
@@ -177,7 +182,7 @@ export function serveCommand(): Command {
         `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n` +
           `  API (base_url) and token endpoint (auth_url): ${server.url}\n` +
           // The demo credentials are public (the spec's example); a real config's secrets are never printed.
-          (flags.config === undefined ? `  demo clients (default config, not for production): ${defaultClients()}\n` : ""),
+          (flags.config === undefined ? `  demo clients (default config, not for production): ${defaultClients().described}\n` : ""),
       );
       await untilStopped();
       // A second signal ends the process at once; and whatever a failed stop left open (a database that

@@ -27,12 +27,12 @@ export function verifyCommand(): Command {
     .requiredOption("--signature <hex>", `the ${loadDeliveryRules().signatureHeader} header value`)
     .action(async (file: string | undefined, options: { secret: string; signature: string }, command: Command) => {
       const fromStdin = !file || file === "-";
-      if (fromStdin && process.stdin.isTTY) command.error("error: no body: give a FILE, or pipe the body to stdin", { exitCode: 2 });
+      if (fromStdin && process.stdin.isTTY) command.error("no body: give a FILE, or pipe the body to stdin", { exitCode: 2 });
       let body: Buffer;
       try {
         body = fromStdin ? await readStdin() : await readFile(file);
       } catch (error) {
-        command.error(`error: cannot read the body from ${fromStdin ? "stdin" : file}: ${(error as Error).message}`, { exitCode: 2 });
+        command.error(`cannot read the body from ${fromStdin ? "stdin" : file}: ${(error as Error).message}`, { exitCode: 2 });
       }
       const result = verifySignature(body, options.signature, options.secret);
       if (result.valid) {

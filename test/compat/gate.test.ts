@@ -112,8 +112,8 @@ describe("npm run compat / partner-platform compat", () => {
   it.each([
     [["--base", "no-such-revision"], /^partner-platform: compat: --base no-such-revision: neither a directory nor a git revision of .*\n$/],
     [["--base", "HEAD", "--head", "/"], /^partner-platform: compat: \/: no main.tsp there or in its spec\/ folder\n$/],
-    [["--base", "HEAD", "--today", "tomorrow"], /^error: option '--today <date>' argument 'tomorrow' is invalid\. must be a date YYYY-MM-DD\n/],
-    [[], /^error: required option '--base <revision\|dir\|auto>' not specified\n/],
+    [["--base", "HEAD", "--today", "tomorrow"], /^partner-platform: option '--today <date>' argument 'tomorrow' is invalid\. must be a date YYYY-MM-DD \(run with --help for usage\)\n$/],
+    [[], /^partner-platform: required option '--base <revision\|dir\|auto>' not specified \(run with --help for usage\)\n$/],
   ])("refuses %j with one line and exit 2", async (args, message) => {
     const { code, stderr } = await compat(args);
     expect(code).toBe(2);

@@ -23,6 +23,7 @@ import { startReceiver } from "../../conformance/harness/receiver.js";
 import { certifyReceiver, receiverChecks } from "../../conformance/receiver/index.js";
 import { serverChecks } from "../../conformance/server/checks.js";
 import { certifyServer, type CertifyServerOptions } from "../../conformance/server/index.js";
+import { startImplementation } from "../../conformance/server/start.js";
 import { certifyCommand } from "../../src/cli/certify.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
@@ -221,6 +222,40 @@ describe("certify: the implementation is checked before the checks", () => {
     });
   });
 
+  it("refuses --start when something answers its Control API already, and never runs the command (a server left on the port would take the run)", async () => {
+    const leftOver = await listen((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end('{"mode":"virtual"}'));
+    const ran = path.join(dir, "start-ran");
+    try {
+      const result = await certify([...serverArgs(leftOver.url), "--start", `touch ${JSON.stringify(ran)}; sleep 30`]);
+      expect(result).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: `partner-platform: certify server: --start: something answers ${leftOver.url}/conformance/clock already, before the command has run (a server left running on that port?): stop it, or start the implementation on a free port and give the suite that address (--control-url, --base-url, --auth-url)\n`,
+      });
+      await expect(readFile(ran)).rejects.toThrow(/ENOENT/);
+    } finally {
+      await close(leftOver.server);
+    }
+  });
+
+  it("tells how a command started by --start ended on its own, and by a signal too", async () => {
+    const closed = await listen(() => undefined);
+    await close(closed.server);
+    const port = new URL(closed.url).port;
+    // Answers once, then exits with 3 (an implementation that dies during a run).
+    const answersThenExits = `${JSON.stringify(process.execPath)} -e "require('node:http').createServer((q, r) => { r.end('{}'); setTimeout(() => process.exit(3), 20); }).listen(${port}, '127.0.0.1')"`;
+    const started = await startImplementation(answersThenExits, `${closed.url}/conformance/clock`, { caCert: "", smtpUrl: "smtp://127.0.0.1:1", clock: { kind: "virtual" } }, 10_000);
+    try {
+      expect(started.ended()).toBeUndefined();
+      await expect.poll(() => started.ended(), { timeout: 10_000 }).toBe("exited with code 3");
+    } finally {
+      await started.stop();
+    }
+    const killed = await certify([...serverArgs(closed.url), "--start", "kill -KILL $$", "--start-timeout", "5"]);
+    expect(killed.code).toBe(2);
+    expect(killed.stderr).toBe(`partner-platform: certify server: --start: the implementation was killed by SIGKILL before answering, and wrote nothing\n`);
+  });
+
   it("says that an answer came but could not be read, not that nothing answers (an unasked 100 Continue, D52)", async () => {
     const continuing = await listen((_req, res) => {
       res.writeContinue();
@@ -410,13 +445,15 @@ describe("receiver certificates", () => {
     }
   });
 
-  it("keeps the CA and its key in --pki-dir; an old folder without the key gets a new CA and a notice", async () => {
+  it("keeps the CA and its key in --pki-dir, saying when it made one; an old folder without the key gets a new CA and a notice", async () => {
     const pkiDir = path.join(dir, "pki");
     const notices: string[] = [];
     const first = await loadOrCreateCa(pkiDir, (line) => notices.push(line));
     const second = await loadOrCreateCa(pkiDir, (line) => notices.push(line));
     expect(second).toEqual(first);
-    expect(notices).toEqual([]);
+    expect(notices.splice(0)).toEqual([
+      `made a CA in ${path.join(pkiDir, "ca.pem")} (the first use of ${pkiDir}); the implementation must trust it (restart it if it runs already)`,
+    ]);
     expect(await readFile(path.join(pkiDir, "ca-key.pem"), "utf8")).toBe(first.caKey);
 
     const oldDir = path.join(dir, "old-pki");

@@ -70,7 +70,7 @@ describe("partner-platform verify", () => {
     const result = await partnerPlatform(["verify", "--secret", "s", "--signature", "0".repeat(64), path.join(packageRoot, "no-such-body.json")]);
     expect(result.code).toBe(2);
     expect(result.stdout).toBe("");
-    expect(result.stderr).toMatch(/^error: cannot read the body from .*no-such-body\.json: ENOENT.*\n$/);
+    expect(result.stderr).toMatch(/^partner-platform: cannot read the body from .*no-such-body\.json: ENOENT.*\n$/);
   });
 });
 
@@ -175,13 +175,25 @@ describe("partner-platform send", () => {
     await writeFile(file, Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]));
     const result = await partnerPlatform(["send", "lead.created", "--url", receiver.url("latin1"), "--secret", secret, "--data", file, "--ca", caFile]);
     expect(result.code).toBe(2);
-    expect(result.stderr).toBe(`error: --data ${file}: not valid UTF-8\n`);
+    expect(result.stderr).toBe(`partner-platform: --data ${file}: not valid UTF-8\n`);
     expect(receiver.at("latin1")).toHaveLength(0);
   });
 
   it("names the eight events when given another", async () => {
     const result = await partnerPlatform(["send", "lead.create", "--url", receiver.url("x"), "--secret", secret]);
     expect(result.code).toBe(2);
-    expect(result.stderr).toBe(`error: unknown event "lead.create"; use one of: ${eventNames.join(", ")}\n`);
+    expect(result.stderr).toBe(`partner-platform: unknown event "lead.create"; use one of: ${eventNames.join(", ")}\n`);
+  });
+});
+
+describe("partner-platform usage errors", () => {
+  // Commander's own messages begin "error: " and put a suggestion on a second line; every usage error is one line, exit status 2.
+  it.each([
+    [["certify", "server", "--base-uri", "x"], "partner-platform: unknown option '--base-uri' (Did you mean --base-url?)"],
+    [["serve", "--prot", "1"], "partner-platform: unknown option '--prot' (Did you mean --port?)"],
+    [["serve", "--port", "abc"], "partner-platform: option '--port <port>' argument 'abc' is invalid. a port is a whole number from 0 to 65535"],
+    [["frobnicate"], "partner-platform: unknown command 'frobnicate' (run with --help for usage)"],
+  ])("%j", async (args, line) => {
+    expect(await partnerPlatform(args)).toEqual({ code: 2, stdout: "", stderr: `${line}\n` });
   });
 });
