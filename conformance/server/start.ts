@@ -30,31 +30,10 @@ function ending(child: ChildProcess): string | undefined {
   return undefined;
 }
 
-async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ended = ending(child);
-    if (ended) throw new Error(`the implementation ${ended} before answering`);
-    try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await response.body?.cancel();
-      // Any answer means it listens: the preflight then says what is wrong with a 404 or an error.
-      return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`the implementation did not answer ${url} within ${timeoutMs / 1000} s (--start-timeout)`);
-}
-
-/**
- * Whether something answers `url` already. Then the command's server could not listen there (it would
- * exit, "port in use") while the one already listening answered the readiness probe and took the run.
- */
-async function answersAlready(url: string): Promise<boolean> {
+/** Whether an HTTP answer, any answer, comes from `url` within `timeoutMs`. */
+async function answers(url: string, timeoutMs: number): Promise<boolean> {
   try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     await response.body?.cancel();
     return true;
   } catch {
@@ -62,13 +41,28 @@ async function answersAlready(url: string): Promise<boolean> {
   }
 }
 
+async function waitUntilAnswering(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ended = ending(child);
+    if (ended) throw new Error(`the implementation ${ended} before answering`);
+    // Any answer means it listens: the preflight then says what is wrong with a 404 or an error.
+    if (await answers(url, 1000)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the implementation did not answer ${url} within ${timeoutMs / 1000} s (--start-timeout)`);
+}
+
+
 export async function startImplementation(
   command: string,
   readyUrl: string,
   env: { caCert: string; smtpUrl: string; clock: ClockSetting },
   timeoutMs = 60_000,
 ): Promise<StartedImplementation> {
-  if (await answersAlready(readyUrl)) {
+  // Something answering already would take the run: the command's server could not listen there (it
+  // would exit, "port in use") while the other answered the readiness probe.
+  if (await answers(readyUrl, 2000)) {
     throw new Error(
       `something answers ${readyUrl} already, before the command has run (a server left running on that port?): stop it, or start the implementation on a free port and give the suite that address (--control-url, --base-url, --auth-url)`,
     );

@@ -215,7 +215,7 @@ export function suiteCommand(cli: SuiteCli): Command {
       // A SetupError, or anything else that stopped the run: no verdict can be given.
       failure = error instanceof UsageError ? error.message : `certify ${cli.suite}: ${(error as Error)?.message ?? String(error)}`;
     }
-    if (failure !== undefined) self.error(`partner-platform: ${failure}`, { exitCode: 2, code: "partner-platform.certify" });
+    if (failure !== undefined) self.error(failure, { exitCode: 2, code: "partner-platform.certify" });
   });
 }
 

@@ -38,7 +38,7 @@ export async function createProgram(argv: string[] = []): Promise<Command> {
  */
 export function oneLineUsageErrors(root: Command): Command {
   const usageLine = (text: string, ofRoot: boolean) =>
-    `partner-platform: ${text.trim().replace(/^(error|partner-platform): /, "").replace(/\s*\n\s*/g, " ")}${ofRoot ? " (run with --help for usage)" : ""}\n`;
+    `partner-platform: ${text.trim().replace(/^error: /, "").replace(/\s*\n\s*/g, " ")}${ofRoot ? " (run with --help for usage)" : ""}\n`;
   const override = (command: Command): void => {
     command.exitOverride();
     command.configureOutput({ outputError: (text, write) => write(usageLine(text, command === root)) });

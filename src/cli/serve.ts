@@ -95,6 +95,7 @@ function limitHeapGrowth(): void {
 }
 
 export function serveCommand(): Command {
+  const demo = defaultClients();
   return new Command("serve")
     .description("Run the reference server: tokens, search, service requests, webhooks, and signed durable delivery.")
     .option("--host <host>", "address to listen on", "127.0.0.1")
@@ -143,7 +144,7 @@ export function serveCommand(): Command {
     .addOption(new Option("--log-level <level>", "the log's level (JSON lines on stderr)").choices(logLevels).default("info").env("LOG_LEVEL"))
     .addHelpText(
       "after",
-      `\nWithout --config, ${defaultClients().count} demo clients are configured (src/server/default-config.json): ${defaultClients().described}.\n` +
+      `\nWithout --config, ${demo.count} demo clients are configured (src/server/default-config.json): ${demo.described}.\n` +
         "A config file may take a client's secret from the environment (clientSecretEnv) and the SMTP URL from SMTP_URL.",
     )
     .option("--max-in-flight <n>", "delivery attempts claimed and under way at once (memory and database load)", wholeNumber(1, 100_000), DELIVERY_DEFAULTS.maxInFlight)
@@ -182,7 +183,7 @@ export function serveCommand(): Command {
         `Partner Platform v4 reference server on ${server.url} (clock: ${server.clock.mode}${flags.conformance ? ", conformance control API on" : ""})\n` +
           `  API (base_url) and token endpoint (auth_url): ${server.url}\n` +
           // The demo credentials are public (the spec's example); a real config's secrets are never printed.
-          (flags.config === undefined ? `  demo clients (default config, not for production): ${defaultClients().described}\n` : ""),
+          (flags.config === undefined ? `  demo clients (default config, not for production): ${demo.described}\n` : ""),
       );
       await untilStopped();
       // A second signal ends the process at once; and whatever a failed stop left open (a database that

@@ -25,6 +25,7 @@ import { serverChecks } from "../../conformance/server/checks.js";
 import { certifyServer, type CertifyServerOptions } from "../../conformance/server/index.js";
 import { startImplementation } from "../../conformance/server/start.js";
 import { certifyCommand } from "../../src/cli/certify.js";
+import { oneLineUsageErrors } from "../../src/cli/program.js";
 import { packageRoot } from "../../src/paths.js";
 import { loadConfig, startServer, type RunningServer } from "../../src/server/index.js";
 
@@ -33,7 +34,7 @@ const second = loadConfig().clients[1]!;
 const limitedClient = loadConfig().clients[2]!;
 const execFileAsync = promisify(execFile);
 
-/** `certify ...` in this process, its output captured through commander's output hooks. */
+/** `certify ...` in this process, as the CLI formats its usage errors, its output captured through commander's output hooks. */
 async function certify(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = "";
   let stderr = "";
@@ -41,7 +42,7 @@ async function certify(args: string[]): Promise<{ code: number; stdout: string; 
     command.exitOverride().configureOutput({ writeOut: (s) => (stdout += s), writeErr: (s) => (stderr += s) });
     command.commands.forEach(configure);
   };
-  const command = certifyCommand();
+  const command = oneLineUsageErrors(certifyCommand());
   configure(command);
   try {
     await command.parseAsync(args, { from: "user" });
