@@ -97,6 +97,13 @@ export interface Receiver {
   readonly refusals: readonly Refusal[];
   /** Responders that threw (a fault of the suite, not of the sender): their attempts were answered 500. */
   readonly responderErrors: readonly string[];
+  /**
+   * Attempts that reached the receiver but never came whole: connections closed before any request came
+   * over them, and requests whose body never came whole. A sender may have given each up (D6: connecting
+   * and TLS are within the attempt timeout, which a loaded machine can spend) and counted a failure that
+   * `deliveries` does not show.
+   */
+  readonly unfinished: readonly Unfinished[];
   /** A certificate for a host, issued by the receiver's CA (which the sender trusts); with `validDays` below 0, expired. */
   issue(host: string, validDays?: number): Promise<TestPki>;
   /**
@@ -113,6 +120,14 @@ export interface Receiver {
   /** Resolves when `predicate` holds, re-checked on every arrival and answer; rejects after `timeoutMs` (real time). */
   waitFor(predicate: (deliveries: readonly Delivery[]) => boolean, timeoutMs: number, what: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** An attempt that reached the receiver without a whole request: when it did and when it ended, and where (a request's endpoint; a connection has none). */
+export interface Unfinished {
+  at: number;
+  endedAt: number;
+  how: "a connection closed before any request" | "a request whose body never came whole";
+  endpoint?: string;
 }
 
 export interface ReceiverOptions {
@@ -150,6 +165,10 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   const tlsErrors: { at: number; message: string }[] = [];
   const refusals: Refusal[] = [];
   const responderErrors: string[] = [];
+  const unfinished: Unfinished[] = [];
+  /** Request heads so far on each TCP connection, by its peer's address and port (the TLS socket has the same). */
+  const heads = new Map<string, { count: number }>();
+  const peerOf = (socket: Socket) => `${socket.remoteAddress}|${socket.remotePort}`;
   /** The certificate presented on new connections, and on each connection made so far with how many requests came over it. */
   let presenting = "own";
   const connections = new Map<TLSSocket, { presented: string; connectedAt: number; requests: number; closedByReceiver: boolean; deliveries: Delivery[] }>();
@@ -160,6 +179,13 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
   const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
     const arrivedAt = performance.now();
     const endpoint = endpointOf(req.url ?? "/");
+    const onConnection = heads.get(peerOf(req.socket));
+    if (onConnection) onConnection.count++;
+    req.once("close", () => {
+      if (req.complete) return;
+      unfinished.push({ at: arrivedAt, endedAt: performance.now(), how: "a request whose body never came whole", endpoint });
+      changes.emit("change");
+    });
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", async () => {
@@ -240,8 +266,18 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     });
   });
   server.on("connection", (socket: Socket) => {
+    const acceptedAt = performance.now();
+    const peer = peerOf(socket);
+    const onConnection = { count: 0 };
+    heads.set(peer, onConnection);
     sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
+    socket.on("close", () => {
+      sockets.delete(socket);
+      heads.delete(peer);
+      if (onConnection.count > 0) return;
+      unfinished.push({ at: acceptedAt, endedAt: performance.now(), how: "a connection closed before any request" });
+      changes.emit("change");
+    });
   });
   // A name is listened on at every address it resolves to (localhost: 127.0.0.1 and ::1): an implementation
   // may connect to any of them. The others hand their connections to the HTTPS server.
@@ -264,6 +300,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     tlsErrors,
     refusals,
     responderErrors,
+    unfinished,
     issue: (otherHost, validDays) => issueServerCertificate(ca, otherHost, validDays),
     present(certificate) {
       presenting = certificate?.label ?? "own";

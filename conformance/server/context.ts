@@ -49,6 +49,8 @@ export interface RegisteredWebhook {
   secret: string;
   events: EventName[];
   businessID: string;
+  /** `performance.now()` when its registration was sent: none of its attempts comes sooner. */
+  registeredAt: number;
 }
 
 /** What a registration was answered, for the registration checks. */
@@ -329,6 +331,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
   async function registerWith(asSecondClient: boolean, endpoint: string, events: EventName[], businessID: string, secret = newSecret(), query?: string): Promise<RegisteredWebhook> {
     const post = asSecondClient ? registerRawAsSecondClient : registerRaw;
     const url = `${receiver.url(endpoint)}${query === undefined ? "" : `?${query}`}`;
+    const registeredAt = performance.now();
     const { status, body } = await post({ url, events, businessID, secret });
     const webhookID = (body as { webhookID?: string } | undefined)?.webhookID;
     if (status !== 201 || !webhookID) {
@@ -336,7 +339,7 @@ export function createServerContext(options: ServerSuiteOptions, receiver: Recei
         `registering a webhook for the suite's receiver (${url}) was answered HTTP ${status} ${JSON.stringify(body)}: ${registrationHint(status, body, url, asSecondClient)}`,
       );
     }
-    const webhook = { webhookID, endpoint, url, secret, events, businessID };
+    const webhook = { webhookID, endpoint, url, secret, events, businessID, registeredAt };
     registered.push(webhook);
     return webhook;
   }
