@@ -1079,8 +1079,11 @@ function failuresAtASharedUrl(ctx: ServerContext): Promise<SharedUrlFailuresRun>
     // up before it came whole (D6: connecting and TLS are within its timeout, which a loaded machine can spend).
     ctx.receiver.respond(endpoint, async (d) => {
       const key = `${eventIdOf(d)} ${whose(d)}`;
-      if (firstsOver && !failed.has(key)) late.add(key);
-      if (firstsOver || failed.has(key) || failed.size >= total) return answers.ok;
+      if (firstsOver) {
+        if (!failed.has(key)) late.add(key);
+        return answers.ok;
+      }
+      if (failed.has(key) || failed.size >= total) return answers.ok;
       failed.add(key);
       await ctx.receiver.waitFor(() => failed.size === total, ctx.conformance.dueNowRealSeconds * 1000, "every first attempt at the shared URL").catch(() => undefined);
       return answers.status(500);
@@ -1096,8 +1099,9 @@ function failuresAtASharedUrl(ctx: ServerContext): Promise<SharedUrlFailuresRun>
       const succeeded = new Set(ctx.receiver.at(endpoint).filter(isSuccess).map((d) => `${eventIdOf(d)} ${whose(d)}`));
       return webhooks.map((_, i) => {
         const mine = (keys: Set<string>) => [...keys].filter((key) => key.endsWith(` ${i}`));
-        const unseen = SHARED_URL_FAILURES - mine(failed).length;
-        return mine(failed).filter((key) => succeeded.has(key)).length + Math.min(unseen, mine(late).filter((key) => succeeded.has(key)).length);
+        const failedHere = mine(failed);
+        const deliveredOf = (keys: string[]) => keys.filter((key) => succeeded.has(key)).length;
+        return deliveredOf(failedHere) + Math.min(SHARED_URL_FAILURES - failedHere.length, deliveredOf(mine(late)));
       });
     };
     await ctx.retriesCame(() => delivered().every((n) => n === SHARED_URL_FAILURES), "the retries at the shared URL");
